@@ -1,0 +1,392 @@
+//! The communication backends: one trait, two real implementations.
+//!
+//! - [`mpi::MpiBackend`]: host buffers, MPI collectives (works everywhere MPI does);
+//! - `nccl::NcclBackend`: device buffers through cudarc, NCCL collectives.
+//!
+//! A backend is built over a group of ranks (the world or a tier's sub-group) and owns
+//! that group's MPI communicator too, which carries the *control plane* (stop decisions,
+//! gathering timings) whatever the data plane is.
+//!
+//! Counts follow nccl-tests: a [`Call`]'s `count` is the element count of the message
+//! *size* shown in the table; all_gather sends `count / n` and receives `count`;
+//! reduce_scatter sends `count` and receives `count / n`; alltoall sends and receives
+//! `count` with `count / n` per peer.
+pub mod mpi;
+pub mod nccl;
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// Element types. Names follow Rust; nccl-tests' names parse too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    F32,
+    F64,
+    F16,
+    Bf16,
+    I32,
+    U8,
+}
+
+impl Dtype {
+    pub const ALL: [Dtype; 6] = [
+        Dtype::F32,
+        Dtype::F64,
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::I32,
+        Dtype::U8,
+    ];
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::F64 => 8,
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::U8 => 1,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F64 => "f64",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::I32 => "i32",
+            Dtype::U8 => "u8",
+        }
+    }
+    /// nccl-tests' column name.
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float",
+            Dtype::F64 => "double",
+            Dtype::F16 => "half",
+            Dtype::Bf16 => "bfloat16",
+            Dtype::I32 => "int32",
+            Dtype::U8 => "uint8",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Dtype> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "f32" | "float" | "float32" => Dtype::F32,
+            "f64" | "double" | "float64" => Dtype::F64,
+            "f16" | "half" | "float16" => Dtype::F16,
+            "bf16" | "bfloat16" => Dtype::Bf16,
+            "i32" | "int" | "int32" => Dtype::I32,
+            "u8" | "uint8" => Dtype::U8,
+            _ => return None,
+        })
+    }
+    pub fn is_float(self) -> bool {
+        !matches!(self, Dtype::I32 | Dtype::U8)
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reduction operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    Avg,
+}
+
+impl RedOp {
+    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
+    pub fn name(self) -> &'static str {
+        match self {
+            RedOp::Sum => "sum",
+            RedOp::Prod => "prod",
+            RedOp::Max => "max",
+            RedOp::Min => "min",
+            RedOp::Avg => "avg",
+        }
+    }
+    pub fn parse(s: &str) -> Option<RedOp> {
+        RedOp::ALL
+            .into_iter()
+            .find(|o| o.name() == s.trim().to_ascii_lowercase())
+    }
+}
+
+/// The collectives burnin measures (nccl-tests' set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum CollKind {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    AllToAll,
+    SendRecv,
+}
+
+impl CollKind {
+    pub const ALL: [CollKind; 7] = [
+        CollKind::AllReduce,
+        CollKind::AllGather,
+        CollKind::ReduceScatter,
+        CollKind::Broadcast,
+        CollKind::Reduce,
+        CollKind::AllToAll,
+        CollKind::SendRecv,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "all_reduce",
+            CollKind::AllGather => "all_gather",
+            CollKind::ReduceScatter => "reduce_scatter",
+            CollKind::Broadcast => "broadcast",
+            CollKind::Reduce => "reduce",
+            CollKind::AllToAll => "alltoall",
+            CollKind::SendRecv => "sendrecv",
+        }
+    }
+    pub fn parse(s: &str) -> Option<CollKind> {
+        let t = s.trim().to_ascii_lowercase().replace('-', "_");
+        let t = t.strip_suffix("_perf").unwrap_or(&t);
+        CollKind::ALL
+            .into_iter()
+            .find(|k| k.name() == t || k.name().replace('_', "") == t)
+    }
+    /// Whether the collective applies a reduction operation.
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            CollKind::AllReduce | CollKind::ReduceScatter | CollKind::Reduce
+        )
+    }
+    /// Whether the collective has a root rank.
+    pub fn rooted(self) -> bool {
+        matches!(self, CollKind::Broadcast | CollKind::Reduce)
+    }
+}
+
+impl fmt::Display for CollKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One collective call, fully described.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    pub kind: CollKind,
+    pub dtype: Dtype,
+    pub op: RedOp,
+    pub root: usize,
+    /// Elements of the message size (nccl-tests' `count`; see the module header).
+    pub count: usize,
+    pub in_place: bool,
+}
+
+impl Call {
+    /// Short text for messages: "all_reduce 1MiB f32 sum (in-place)".
+    pub fn describe(&self) -> String {
+        let bytes = crate::units::Bytes((self.count * self.dtype.size()) as u64);
+        let mut s = format!("{} {} {}", self.kind, bytes, self.dtype);
+        if self.kind.reduces() {
+            s.push(' ');
+            s.push_str(self.op.name());
+        }
+        if self.kind.rooted() {
+            s.push_str(&format!(" root {}", self.root));
+        }
+        if self.in_place {
+            s.push_str(" (in-place)");
+        }
+        s
+    }
+}
+
+/// Which implementation a backend is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Mpi,
+    Nccl,
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Mpi => "mpi",
+            BackendKind::Nccl => "nccl",
+        })
+    }
+}
+
+/// Memory a backend's collectives read and write: host memory for MPI, device memory
+/// for NCCL. Created by [`Backend::alloc`]; filled and read back with
+/// [`Backend::upload`] / [`Backend::download`].
+pub enum Buffer {
+    Host(HostBuffer),
+    Device(nccl::DeviceBuffer),
+}
+
+impl Buffer {
+    pub fn len(&self) -> usize {
+        match self {
+            Buffer::Host(h) => h.len,
+            Buffer::Device(d) => d.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A host buffer aligned for any element type (backed by u64 words).
+pub struct HostBuffer {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl HostBuffer {
+    pub fn new(len: usize) -> HostBuffer {
+        HostBuffer {
+            words: vec![0u64; len.div_ceil(8).max(1)],
+            len,
+        }
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the Vec<u64> owns at least `len` initialised bytes; u8 has no
+        // alignment or validity requirements.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+    }
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we hold the only mutable borrow of the Vec.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+/// Where a collective's input and output live.
+pub enum Bufs<'a> {
+    /// Separate send and receive buffers.
+    OutOfPlace {
+        send: &'a Buffer,
+        recv: &'a mut Buffer,
+    },
+    /// One buffer (NCCL's in-place layout: all_gather's input is this rank's chunk of
+    /// it; reduce_scatter's output is at [`Backend::reduce_scatter_in_place_offset`]).
+    InPlace(&'a mut Buffer),
+}
+
+/// What a blocking wait is for, so a deadline expiry can say so.
+#[derive(Clone, Debug)]
+pub struct WaitCtx {
+    /// "all_reduce 1MiB f32 sum, tier intra group 0"
+    pub what: String,
+    /// Longest a single batch may take before the job is ended.
+    pub deadline: Duration,
+}
+
+/// A communication backend over one group of ranks.
+pub trait Backend {
+    fn kind(&self) -> BackendKind;
+    /// This rank's position in the group.
+    fn rank(&self) -> usize;
+    /// Number of ranks in the group.
+    fn size(&self) -> usize;
+    /// The group's MPI communicator: the control plane, whatever the data plane is.
+    fn control(&self) -> &::mpi::topology::SimpleCommunicator;
+    /// Whether this backend can run `dtype` with `op` (None: no reduction).
+    fn supports(&self, dtype: Dtype, op: Option<RedOp>) -> bool;
+    fn alloc(&self, bytes: usize) -> Result<Buffer>;
+    fn upload(&self, buf: &mut Buffer, src: &[u8]) -> Result<()>;
+    fn download(&self, buf: &Buffer, dst: &mut [u8]) -> Result<()>;
+    /// Offset in bytes of this rank's output in an in-place reduce_scatter
+    /// (NCCL: rank × chunk; MPI's `MPI_IN_PLACE`: 0).
+    fn reduce_scatter_in_place_offset(&self, chunk_bytes: usize) -> usize;
+    /// Run `iters` calls back to back and return each one's duration in seconds
+    /// (GPU: CUDA events on the stream; CPU: monotonic clock around each call). Waits
+    /// for completion within `ctx.deadline`, or fails saying what it waited for.
+    fn run_timed(
+        &self,
+        call: &Call,
+        bufs: Bufs<'_>,
+        iters: usize,
+        ctx: &WaitCtx,
+    ) -> Result<Vec<f64>>;
+    /// Versions and devices, for provenance ("Open MPI v4.1.4", "NCCL 2.28.9").
+    fn describe(&self) -> String;
+}
+
+/// Decide the backend for the job: every rank checks its own GPU and NCCL, the
+/// verdicts are all-gathered, and every rank reaches the same choice. `--backend nccl`
+/// with a rank that cannot use NCCL is an error naming those ranks and the reason.
+pub fn resolve(
+    world: &crate::world::World,
+    global: &crate::cli::GlobalArgs,
+) -> Result<(BackendKind, String)> {
+    use crate::cli::BackendChoice;
+    if global.backend == BackendChoice::Mpi {
+        return Ok((BackendKind::Mpi, "mpi (asked for)".into()));
+    }
+    let problem: Option<String> = nccl::usable(world.local_rank, global.nccl_lib.as_deref())
+        .err()
+        .map(|e| format!("{e:#}"));
+    let all: Vec<Option<String>> = world.all_gather_json(&problem)?;
+    let bad: Vec<(usize, &String)> = all
+        .iter()
+        .enumerate()
+        .filter_map(|(r, p)| p.as_ref().map(|p| (r, p)))
+        .collect();
+    if bad.is_empty() {
+        return Ok((BackendKind::Nccl, "nccl".into()));
+    }
+    let ranks: Vec<String> = bad
+        .iter()
+        .take(8)
+        .map(|(r, _)| world.describe_rank(*r))
+        .collect();
+    let more = if bad.len() > 8 {
+        format!(" and {} more", bad.len() - 8)
+    } else {
+        String::new()
+    };
+    let why = bad[0].1;
+    if global.backend == BackendChoice::Nccl {
+        Err(crate::error::Agreed(format!(
+            "--backend nccl: {why} on {}{more}; install the NVIDIA driver and NCCL there (or name NCCL with --nccl-lib / BURNIN_NCCL_LIB), or run with --backend mpi",
+            ranks.join(", ")
+        ))
+        .into())
+    } else {
+        Ok((
+            BackendKind::Mpi,
+            format!("mpi (auto: {why} on {}{more})", ranks.join(", ")),
+        ))
+    }
+}
+
+/// Build a backend of `kind` over `comm` (the world or a sub-group).
+pub fn build(
+    kind: BackendKind,
+    comm: ::mpi::topology::SimpleCommunicator,
+    world: &crate::world::World,
+    global: &crate::cli::GlobalArgs,
+    watchdog: std::sync::Arc<crate::watchdog::Watchdog>,
+) -> Result<Box<dyn Backend>> {
+    Ok(match kind {
+        BackendKind::Mpi => Box::new(mpi::MpiBackend::new(comm, watchdog)?),
+        BackendKind::Nccl => Box::new(nccl::NcclBackend::new(
+            comm,
+            world.local_rank,
+            global,
+            watchdog,
+        )?),
+    })
+}

@@ -1,0 +1,34 @@
+//! all_reduce: every rank ends with the reduction of all ranks' buffers.
+//! busbw factor 2(n−1)/n: a ring sends and receives 2(n−1)/n of the data per rank.
+use super::{data, Collective, Layout, Params};
+use crate::backend::CollKind;
+
+pub struct AllReduce;
+
+impl Collective for AllReduce {
+    fn kind(&self) -> CollKind {
+        CollKind::AllReduce
+    }
+    fn layout(&self, p: &Params) -> Layout {
+        Layout {
+            send: p.count,
+            recv: p.count,
+        }
+    }
+    fn bus_factor(&self, n: usize) -> f64 {
+        2.0 * super::n_minus_one_over_n(n)
+    }
+    fn input(&self, p: &Params, rank: usize, i: usize) -> Option<f64> {
+        Some(data::reduce_input(p.op, p.n, rank, i))
+    }
+    fn expected(
+        &self,
+        p: &Params,
+        _rank: usize,
+        i: usize,
+        _in_place: bool,
+        _rs: usize,
+    ) -> Option<f64> {
+        Some(data::reduce_expected(p.op, p.dtype, p.n, i))
+    }
+}

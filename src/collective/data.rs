@@ -1,0 +1,190 @@
+//! Test data with exact, closed-form results.
+//!
+//! - sum/avg: rank r puts `(r + i) % 3` at element i; the sum over n ranks is at most
+//!   2n, exact in f32/f64/i32, in f16 up to n = 1024 and bf16 up to n = 128 ranks
+//!   (beyond, a relative tolerance of the type's precision applies). u8 wraps mod 256
+//!   exactly like the hardware does.
+//! - prod: every rank puts 1 except rank `i % n`, which puts 2: the product is 2.
+//! - max/min: rank r puts `(r + i) % 64`.
+//! - data-movement collectives: `(13 r + i) % 101`, different on every rank so a block
+//!   delivered to the wrong place is caught.
+//!
+//! Unwritten output elements are pre-filled with [`POISON`].
+use crate::backend::{Dtype, RedOp};
+use half::{bf16, f16};
+
+/// Pre-fill for output elements: representable in every type and never a valid
+/// input (inputs are below 101) and not a result below 126 ranks.
+pub const POISON: f64 = 251.0;
+
+/// Input of `rank` at element `i` for a reduction with `op`.
+pub fn reduce_input(op: RedOp, n: usize, rank: usize, i: usize) -> f64 {
+    match op {
+        RedOp::Sum | RedOp::Avg => ((rank + i) % 3) as f64,
+        RedOp::Prod => {
+            if rank == i % n {
+                2.0
+            } else {
+                1.0
+            }
+        }
+        RedOp::Max | RedOp::Min => ((rank + i) % 64) as f64,
+    }
+}
+
+/// Input of `rank` at element `i` for data-movement collectives.
+pub fn plain_input(rank: usize, i: usize) -> f64 {
+    ((13 * rank + i) % 101) as f64
+}
+
+/// The exact reduction over ranks 0..n of [`reduce_input`] at element `i`, in `dtype`.
+pub fn reduce_expected(op: RedOp, dtype: Dtype, n: usize, i: usize) -> f64 {
+    match op {
+        RedOp::Sum | RedOp::Avg => {
+            // Σ_{r<n} (r+i) % 3 = full cycles (0+1+2 each) + the remainder's terms.
+            let q = n / 3;
+            let rem: usize = (0..n % 3).map(|j| (i + j) % 3).sum();
+            let sum = (3 * q + rem) as u64;
+            let s = wrap(dtype, sum);
+            if op == RedOp::Avg {
+                average(dtype, s, n)
+            } else {
+                s
+            }
+        }
+        RedOp::Prod => {
+            if n == 0 {
+                1.0
+            } else {
+                2.0
+            }
+        }
+        RedOp::Max | RedOp::Min => {
+            let a = i % 64;
+            let wraps = n >= 64 || a + n > 64;
+            match (op, wraps) {
+                (RedOp::Max, true) => 63.0,
+                (RedOp::Max, false) => (a + n - 1) as f64,
+                (_, true) => 0.0,
+                (_, false) => a as f64,
+            }
+        }
+    }
+}
+
+/// An integer sum as the type holds it (u8 wraps).
+fn wrap(dtype: Dtype, sum: u64) -> f64 {
+    match dtype {
+        Dtype::U8 => (sum % 256) as f64,
+        _ => sum as f64,
+    }
+}
+
+/// sum / n as the type computes it (integers truncate).
+fn average(dtype: Dtype, sum: f64, n: usize) -> f64 {
+    match dtype {
+        Dtype::I32 | Dtype::U8 => (sum as u64 / n as u64) as f64,
+        _ => sum / n as f64,
+    }
+}
+
+/// Reduce a list of values like a correct implementation would (for tests).
+pub fn reduce_values(op: RedOp, dtype: Dtype, vals: &[f64], n: usize) -> f64 {
+    match op {
+        RedOp::Sum => wrap(dtype, vals.iter().sum::<f64>() as u64),
+        RedOp::Avg => average(dtype, wrap(dtype, vals.iter().sum::<f64>() as u64), n),
+        RedOp::Prod => vals.iter().product(),
+        RedOp::Max => vals.iter().cloned().fold(f64::MIN, f64::max),
+        RedOp::Min => vals.iter().cloned().fold(f64::MAX, f64::min),
+    }
+}
+
+/// Write `v` as one element of `dtype` (little-endian).
+pub fn encode(dtype: Dtype, v: f64, out: &mut [u8]) {
+    match dtype {
+        Dtype::F32 => out.copy_from_slice(&(v as f32).to_le_bytes()),
+        Dtype::F64 => out.copy_from_slice(&v.to_le_bytes()),
+        Dtype::F16 => out.copy_from_slice(&f16::from_f64(v).to_le_bytes()),
+        Dtype::Bf16 => out.copy_from_slice(&bf16::from_f64(v).to_le_bytes()),
+        Dtype::I32 => out.copy_from_slice(&(v as i32).to_le_bytes()),
+        Dtype::U8 => out[0] = v as u8,
+    }
+}
+
+/// Read one element of `dtype`.
+pub fn decode(dtype: Dtype, b: &[u8]) -> f64 {
+    match dtype {
+        Dtype::F32 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        Dtype::F64 => f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        Dtype::F16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),
+        Dtype::Bf16 => bf16::from_le_bytes([b[0], b[1]]).to_f64(),
+        Dtype::I32 => i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64,
+        Dtype::U8 => b[0] as f64,
+    }
+}
+
+/// `v` after a round trip through `dtype`.
+pub fn roundtrip(dtype: Dtype, v: f64) -> f64 {
+    let mut b = [0u8; 8];
+    encode(dtype, v, &mut b[..dtype.size()]);
+    decode(dtype, &b[..dtype.size()])
+}
+
+/// Whether `have` is the right result `want`. Exact, except where the exact value
+/// is not representable in the type: an average of floats, or sums past the type's
+/// exact-integer range (bf16 above 256, f16 above 2048), which get the type's
+/// relative precision.
+pub fn matches(dtype: Dtype, op: RedOp, have: f64, want: f64) -> bool {
+    let exact_limit = match dtype {
+        Dtype::Bf16 => 256.0,
+        Dtype::F16 => 2048.0,
+        _ => f64::MAX,
+    };
+    let rel = match dtype {
+        Dtype::F16 => 1e-3,
+        Dtype::Bf16 => 8e-3,
+        Dtype::F32 => 1e-6,
+        Dtype::F64 => 1e-12,
+        Dtype::I32 | Dtype::U8 => 0.0,
+    };
+    let inexact = (op == RedOp::Avg && dtype.is_float()) || want.abs() > exact_limit;
+    if inexact {
+        (have - want).abs() <= rel * want.abs().max(1.0)
+    } else {
+        have == roundtrip(dtype, want)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_forms_equal_brute_force() {
+        for n in [1usize, 2, 3, 5, 8, 64, 65, 130, 300] {
+            for op in RedOp::ALL {
+                for dtype in [Dtype::F64, Dtype::I32, Dtype::U8] {
+                    for i in 0..130 {
+                        let vals: Vec<f64> = (0..n).map(|r| reduce_input(op, n, r, i)).collect();
+                        let brute = reduce_values(op, dtype, &vals, n);
+                        assert_eq!(
+                            reduce_expected(op, dtype, n, i),
+                            brute,
+                            "{op:?} {dtype} n={n} i={i}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_type_round_trips_the_data() {
+        for dtype in Dtype::ALL {
+            for v in 0..=255 {
+                assert_eq!(roundtrip(dtype, v as f64), v as f64, "{dtype} {v}");
+            }
+            assert_ne!(roundtrip(dtype, POISON), 0.0);
+        }
+    }
+}

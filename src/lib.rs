@@ -1,0 +1,15 @@
+//! burnin as a library: the binary's modules, public so integration tests and benches
+//! can use the pure parts (parsers, the collective table, statistics, reports).
+pub mod backend;
+pub mod cli;
+pub mod collective;
+pub mod error;
+pub mod gpu;
+pub mod probe;
+pub mod report;
+pub mod results;
+pub mod stats;
+pub mod sweep;
+pub mod units;
+pub mod watchdog;
+pub mod world;

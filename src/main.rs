@@ -1,0 +1,74 @@
+//! burnin: acceptance tests for rented multi-node GPU reservations.
+//!
+//! `main` is wiring only: parse the command line, start the MPI world, prove every
+//! rank got the same configuration, dispatch to the workload, map the result to an
+//! exit code (0 pass, 1 a check failed, 2 an error).
+use burnin::{cli, error, probe, sweep, watchdog, world};
+
+use clap::Parser;
+use cli::{Cli, Command};
+use error::{Agreed, Outcome, EXIT_ERROR};
+use std::process::ExitCode;
+
+/// This process's rank as the launcher says, before MPI is up (for printing once).
+fn launcher_rank() -> usize {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    .unwrap_or(0)
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Every rank parses the same bad flags: let only the first one say so.
+            if launcher_rank() == 0 || !e.use_stderr() {
+                let _ = e.print();
+            }
+            return ExitCode::from(if e.use_stderr() { EXIT_ERROR as u8 } else { 0 });
+        }
+    };
+    ExitCode::from(run(cli) as u8)
+}
+
+fn run(cli: Cli) -> i32 {
+    let world = match world::World::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("Error: cannot start MPI: {e:#}");
+            return EXIT_ERROR;
+        }
+    };
+    let who = world.describe_rank(world.rank);
+    let dog = watchdog::Watchdog::start(who.clone(), world.thread_multiple);
+    let result = (|| -> anyhow::Result<Outcome> {
+        world.agree_on_config(&serde_json::to_value(&cli)?)?;
+        match &cli.command {
+            Command::Probe(args) => probe::run(&world, &cli.global, args),
+            Command::Sweep(args) => sweep::run(&world, &cli.global, args, dog.clone()),
+        }
+    })();
+    match result {
+        Ok(outcome) => outcome.exit_code(),
+        Err(e) if e.downcast_ref::<Agreed>().is_some() => {
+            if world.rank == 0 {
+                eprintln!("Error: {e:#}");
+            }
+            EXIT_ERROR
+        }
+        Err(e) => {
+            eprintln!("Error on {who}: {e:#}");
+            if world.size > 1 {
+                // Peers may be blocked in a collective waiting for us: end the job.
+                world.abort(EXIT_ERROR);
+            }
+            EXIT_ERROR
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! `burnin probe`: what every rank sees — host, node, local rank, CPUs, MPI, the CUDA
+//! driver and GPUs, NCCL, libtorch — gathered to rank 0, printed as one table and
+//! optionally written as JSON.
+use crate::backend::nccl;
+use crate::cli::{GlobalArgs, ProbeArgs};
+use crate::error::Outcome;
+use crate::gpu::{self, GpuInventory};
+use crate::world::World;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+/// What one rank found.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RankProbe {
+    pub rank: usize,
+    pub host: String,
+    /// Node index in the job.
+    pub node: usize,
+    pub local_rank: usize,
+    pub local_size: usize,
+    /// CPUs this process may run on.
+    pub cpus: usize,
+    pub mpi_version: String,
+    /// CUDA driver, its GPUs, or why none.
+    pub cuda: GpuInventory,
+    /// NCCL version when loadable.
+    pub nccl_version: Option<String>,
+    /// Why NCCL is not usable, when it is not.
+    pub nccl_error: Option<String>,
+    /// libtorch version when built with the `train` feature.
+    pub libtorch_version: Option<String>,
+    /// Whether libtorch can use CUDA from this process.
+    pub torch_cuda: Option<bool>,
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+pub fn mpi_version() -> String {
+    mpi::environment::library_version()
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+#[cfg(feature = "train")]
+fn torch_info() -> (Option<String>, Option<bool>) {
+    (
+        option_env!("BURNIN_LIBTORCH_VERSION").map(str::to_string),
+        Some(tch::Cuda::is_available()),
+    )
+}
+
+#[cfg(not(feature = "train"))]
+fn torch_info() -> (Option<String>, Option<bool>) {
+    (None, None)
+}
+
+/// Probe this rank.
+pub fn probe_rank(world: &World, global: &GlobalArgs) -> RankProbe {
+    let (nccl_version, nccl_error) = match nccl::nccl_version(global.nccl_lib.as_deref()) {
+        Ok(v) => (Some(v), None),
+        Err(e) => (None, Some(format!("{e:#}"))),
+    };
+    let (libtorch_version, torch_cuda) = torch_info();
+    RankProbe {
+        rank: world.rank,
+        host: world.host.clone(),
+        node: world.node,
+        local_rank: world.local_rank,
+        local_size: world.local_size,
+        cpus: cpus(),
+        mpi_version: mpi_version(),
+        cuda: gpu::inventory(),
+        nccl_version,
+        nccl_error,
+        libtorch_version,
+        torch_cuda,
+    }
+}
+
+/// The table rank 0 prints.
+pub fn render_table(rows: &[RankProbe]) -> String {
+    let header = [
+        "rank",
+        "host",
+        "node",
+        "local",
+        "cpus",
+        "gpu",
+        "driver",
+        "nccl",
+        "libtorch",
+        "torch-cuda",
+        "mpi",
+    ];
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let gpu = r
+                .cuda
+                .gpus
+                .get(r.local_rank)
+                .map(|g| format!("{} ({})", g.name, g.pci_bus_id))
+                .unwrap_or_else(|| "-".into());
+            vec![
+                r.rank.to_string(),
+                r.host.clone(),
+                r.node.to_string(),
+                format!("{}/{}", r.local_rank, r.local_size),
+                r.cpus.to_string(),
+                gpu,
+                r.cuda.driver_version.clone().unwrap_or_else(|| "-".into()),
+                r.nccl_version.clone().unwrap_or_else(|| "-".into()),
+                r.libtorch_version.clone().unwrap_or_else(|| "-".into()),
+                match r.torch_cuda {
+                    Some(true) => "yes".into(),
+                    Some(false) => "no".into(),
+                    None => "-".into(),
+                },
+                r.mpi_version.clone(),
+            ]
+        })
+        .collect();
+    crate::report::table::render(&header, &body)
+}
+
+/// `burnin probe`.
+pub fn run(world: &World, global: &GlobalArgs, args: &ProbeArgs) -> Result<Outcome> {
+    let mine = probe_rank(world, global);
+    let all = world.gather_json(&mine)?;
+    if let Some(rows) = all {
+        print!("{}", render_table(&rows));
+        let no_gpu: Vec<usize> = rows
+            .iter()
+            .filter(|r| r.cuda.gpus.is_empty())
+            .map(|r| r.rank)
+            .collect();
+        if !no_gpu.is_empty() && no_gpu.len() == rows.len() {
+            let why = rows[0].cuda.error.clone().unwrap_or_default();
+            println!("# no GPU on any rank: {why}");
+        }
+        if let Some(path) = &args.json {
+            crate::results::write_json_atomic(path, &rows)?;
+            println!("# wrote {}", path.display());
+        }
+    }
+    Ok(Outcome::Pass)
+}

@@ -1,0 +1,136 @@
+//! Results on disk: JSON written atomically, JSONL appended and flushed record by
+//! record, so a killed run leaves only whole lines and either a complete `run.json` or
+//! none.
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+pub mod provenance;
+
+/// Write `value` as pretty JSON to `path`: temporary file in the same directory,
+/// fsync, rename over the target, fsync the directory.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(value)?;
+    write_atomic(path, &bytes)
+}
+
+/// Atomically replace `path` with `bytes` (see [`write_json_atomic`]).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let result = (|| -> Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Make an output directory (and its parents), with an error that names it.
+pub fn create_out_dir(dir: &Path, flag: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("{flag}: cannot create directory {}", dir.display()))?;
+    // Prove it is writable now, before any measurement, not after an hour of work.
+    let probe = dir.join(format!(".burnin-write-test.{}", std::process::id()));
+    File::create(&probe)
+        .with_context(|| format!("{flag}: directory {} is not writable", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// An append-only JSON-lines file; every record is written whole and flushed at once.
+pub struct Jsonl {
+    file: File,
+    path: PathBuf,
+}
+
+impl Jsonl {
+    pub fn open(path: &Path) -> Result<Jsonl> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("cannot open {} for appending", path.display()))?;
+        Ok(Jsonl {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Append one record as one line (a single write, so a kill cannot split it
+    /// between our own writes) and flush it to the OS.
+    pub fn append<T: Serialize>(&mut self, record: &T) -> Result<()> {
+        let mut line = serde_json::to_vec(record)?;
+        line.push(b'\n');
+        self.file
+            .write_all(&line)
+            .with_context(|| format!("cannot append to {}", self.path.display()))?;
+        self.file.flush()?;
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.json");
+        write_json_atomic(&p, &serde_json::json!({"a": 1})).unwrap();
+        write_json_atomic(&p, &serde_json::json!({"a": 2})).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        assert_eq!(v["a"], 2);
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1, "no temporary files left");
+    }
+
+    #[test]
+    fn jsonl_lines_each_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("points.jsonl");
+        let mut j = Jsonl::open(&p).unwrap();
+        for i in 0..3 {
+            j.append(&serde_json::json!({"i": i})).unwrap();
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text.lines().count(), 3);
+        for l in text.lines() {
+            serde_json::from_str::<serde_json::Value>(l).unwrap();
+        }
+    }
+
+    #[test]
+    fn unwritable_out_dir_is_named() {
+        let e = create_out_dir(Path::new("/proc/burnin-cannot-exist"), "--out").unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--out: cannot create directory /proc/burnin-cannot-exist")
+        );
+    }
+}

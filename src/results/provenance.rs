@@ -1,0 +1,59 @@
+//! Provenance: what a second engineer needs to re-run and trust a result.
+use crate::world::{Node, World};
+use serde::{Deserialize, Serialize};
+
+/// Environment variable prefixes that change how the fabric behaves.
+pub const ENV_PREFIXES: [&str; 8] = [
+    "NCCL_", "OMPI_", "UCX_", "CUDA_", "BURNIN_", "PMIX_", "SLURM_", "TORCH_",
+];
+
+/// Where and how a run happened.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Provenance {
+    /// burnin's version.
+    pub burnin_version: String,
+    /// The command line, as given.
+    pub argv: Vec<String>,
+    /// NCCL_*, OMPI_*, UCX_*, CUDA_*, BURNIN_* ... variables of rank 0, sorted.
+    pub env: Vec<(String, String)>,
+    /// MPI library version string.
+    pub mpi_version: String,
+    /// Backend used and why it was chosen.
+    pub backend: String,
+    /// Ranks in the job.
+    pub world_size: usize,
+    /// Nodes and their ranks.
+    pub nodes: Vec<Node>,
+    /// Unix time (seconds) the run started.
+    pub started_unix: f64,
+}
+
+/// Relevant environment variables, sorted (OMPI's internal plumbing left out).
+pub fn relevant_env() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| ENV_PREFIXES.iter().any(|p| k.starts_with(p)))
+        .filter(|(k, _)| {
+            !(k.starts_with("OMPI_COMM_")
+                || k.starts_with("OMPI_FILE_LOCATION")
+                || k.starts_with("PMIX_SERVER")
+                || k.starts_with("PMIX_SECURITY"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+impl Provenance {
+    pub fn collect(world: &World, backend: &str) -> Provenance {
+        Provenance {
+            burnin_version: env!("CARGO_PKG_VERSION").to_string(),
+            argv: std::env::args().collect(),
+            env: relevant_env(),
+            mpi_version: crate::probe::mpi_version(),
+            backend: backend.to_string(),
+            world_size: world.size,
+            nodes: world.nodes.clone(),
+            started_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
+        }
+    }
+}

@@ -1,0 +1,976 @@
+//! `burnin sweep`: collectives over a ladder of message sizes, nccl-tests style, with
+//! correctness checks on every size and adaptive sampling.
+//!
+//! Planning (sizes, lists, validation) is pure and unit-tested; measuring talks to a
+//! [`Backend`]. Every decision that changes how many calls a rank makes (when to stop
+//! sampling) is taken collectively — the same all-reduced numbers on every rank — so
+//! ranks can never disagree on the number of calls and deadlock.
+use crate::backend::{self, Backend, BackendKind, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
+use crate::cli::{GlobalArgs, SweepArgs};
+use crate::collective::{self, Params};
+use crate::error::{usage, Agreed, Outcome};
+use crate::results::provenance::Provenance;
+use crate::results::{self, Jsonl};
+use crate::stats::{self, Combine, TimeStats};
+use crate::units::Bytes;
+use crate::watchdog::Watchdog;
+use crate::world::{self, World};
+use anyhow::{bail, Context, Result};
+use mpi::collective::{CommunicatorCollectives, SystemOperation};
+use mpi::topology::Communicator;
+use serde::{Deserialize, Serialize};
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Version of the run.json / points.jsonl schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How many timed iterations to run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Sampling {
+    /// Exactly `iters` after `warmup` (nccl-tests' -n/-w).
+    Fixed { warmup: u32, iters: u32 },
+    /// Warm up, then batches until the median's 95% CI is within ±`ci` (relative) or
+    /// `budget_s` is spent or `max_iters` are done.
+    Adaptive {
+        warmup: u32,
+        ci: f64,
+        budget_s: f64,
+        max_iters: u32,
+    },
+}
+
+/// A validated sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub collectives: Vec<CollKind>,
+    pub dtypes: Vec<Dtype>,
+    pub ops: Vec<RedOp>,
+    pub sizes: Vec<u64>,
+    /// false = out-of-place, true = in-place, in run order.
+    pub placements: Vec<bool>,
+    pub root: usize,
+    pub check: bool,
+    pub combine: Combine,
+    pub sampling: Sampling,
+}
+
+/// Parse a comma list with `all`, naming the flag on error.
+fn parse_list<T: Copy + PartialEq>(
+    flag: &str,
+    text: &str,
+    all: &[T],
+    parse: impl Fn(&str) -> Option<T>,
+    known: &str,
+) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim) {
+        if item.eq_ignore_ascii_case("all") {
+            for a in all {
+                if !out.contains(a) {
+                    out.push(*a);
+                }
+            }
+            continue;
+        }
+        if item.is_empty() {
+            return Err(usage(
+                flag,
+                format!("empty item in '{text}' (known: {known})"),
+            ));
+        }
+        match parse(item) {
+            Some(v) if !out.contains(&v) => out.push(v),
+            Some(_) => {}
+            None => {
+                return Err(usage(
+                    flag,
+                    format!("unknown value '{item}' (known: {known}, all)"),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The size ladder from `min` to `max` by `factor` (or by `step` bytes).
+pub fn size_ladder(min: u64, max: u64, factor: Option<u64>, step: Option<u64>) -> Result<Vec<u64>> {
+    if min == 0 {
+        return Err(usage("-b/--min-bytes", "must be at least 1 byte"));
+    }
+    if min > max {
+        return Err(usage(
+            "-b/--min-bytes",
+            format!(
+                "{} is larger than -e/--max-bytes {}",
+                Bytes(min),
+                Bytes(max)
+            ),
+        ));
+    }
+    let mut sizes = vec![min];
+    let mut s = min;
+    match (factor, step) {
+        (_, Some(0)) => return Err(usage("-i/--step-bytes", "must be at least 1 byte")),
+        (_, Some(step)) => {
+            while let Some(next) = s.checked_add(step).filter(|&n| n <= max) {
+                s = next;
+                sizes.push(s);
+                if sizes.len() > 100_000 {
+                    return Err(usage(
+                        "-i/--step-bytes",
+                        "makes more than 100000 sizes; use a larger step",
+                    ));
+                }
+            }
+        }
+        (Some(f), None) if f <= 1 => {
+            return Err(usage(
+                "-f/--step-factor",
+                format!("{f} must be larger than 1"),
+            ))
+        }
+        (f, None) => {
+            let f = f.unwrap_or(2);
+            while let Some(next) = s.checked_mul(f).filter(|&n| n <= max) {
+                s = next;
+                sizes.push(s);
+            }
+        }
+    }
+    Ok(sizes)
+}
+
+/// Validate the flags into a plan for `n` ranks on `backend`.
+pub fn plan(
+    args: &SweepArgs,
+    n: usize,
+    kind: BackendKind,
+    supports: impl Fn(Dtype) -> bool,
+) -> Result<Plan> {
+    let coll_names = CollKind::ALL.map(|k| k.name()).join(", ");
+    let collectives = parse_list(
+        "-c/--collectives",
+        &args.collectives,
+        &CollKind::ALL,
+        CollKind::parse,
+        &coll_names,
+    )?;
+    let all_dtypes: Vec<Dtype> = Dtype::ALL.into_iter().filter(|d| supports(*d)).collect();
+    let dtypes = parse_list(
+        "-d/--dtype",
+        &args.dtype,
+        &all_dtypes,
+        Dtype::parse,
+        "f32, f64, f16, bf16, i32, u8",
+    )?;
+    if let Some(d) = dtypes.iter().find(|d| !supports(**d)) {
+        return Err(usage(
+            "-d/--dtype",
+            format!(
+                "the {kind} backend has no {d} (it has {}); use --backend nccl for half types",
+                all_dtypes
+                    .iter()
+                    .map(|d| d.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ));
+    }
+    let ops = parse_list(
+        "-o/--op",
+        &args.op,
+        &RedOp::ALL,
+        RedOp::parse,
+        "sum, prod, max, min, avg",
+    )?;
+    let placements = parse_list(
+        "--placement",
+        &args.placement,
+        &[false, true],
+        |s| match s {
+            "out" | "out-of-place" => Some(false),
+            "in" | "in-place" => Some(true),
+            _ => None,
+        },
+        "out, in",
+    )?;
+    let step = args.step_bytes.map(|b| b.get());
+    let sizes = size_ladder(
+        args.min_bytes.get(),
+        args.max_bytes.get(),
+        args.step_factor,
+        step,
+    )?;
+    if args.root >= n {
+        return Err(usage(
+            "-r/--root",
+            format!("rank {} does not exist in a job of {n} ranks", args.root),
+        ));
+    }
+    for &size in &sizes {
+        for &d in &dtypes {
+            let es = d.size() as u64;
+            if size % es != 0 {
+                return Err(usage(
+                    "-b/-e/-i",
+                    format!(
+                        "{} is not a whole number of {d} elements ({es} bytes each)",
+                        Bytes(size)
+                    ),
+                ));
+            }
+            let count = size / es;
+            if count > i32::MAX as u64 {
+                return Err(usage(
+                    "-e/--max-bytes",
+                    format!("{} of {d} is more than 2^31-1 elements", Bytes(size)),
+                ));
+            }
+            for &c in &collectives {
+                if collective::get(c).splits() && count % n as u64 != 0 {
+                    return Err(usage(
+                        "-b/-e",
+                        format!(
+                            "{} of {d} is {count} elements, which {c} cannot split evenly over {n} ranks; \
+                             use sizes that are multiples of {} bytes",
+                            Bytes(size),
+                            es * n as u64
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if !(args.ci > 0.0 && args.ci < 1.0) {
+        return Err(usage(
+            "--ci",
+            format!("{} must be between 0 and 1 (0.01 = ±1%)", args.ci),
+        ));
+    }
+    if !(args.budget > 0.0 && args.budget.is_finite()) {
+        return Err(usage(
+            "--budget",
+            format!("{} must be a positive number of seconds", args.budget),
+        ));
+    }
+    let sampling = match args.iters {
+        Some(0) => return Err(usage("-n/--iters", "must be at least 1")),
+        Some(iters) => Sampling::Fixed {
+            warmup: args.warmup_iters,
+            iters,
+        },
+        None => Sampling::Adaptive {
+            warmup: args.warmup_iters,
+            ci: args.ci,
+            budget_s: args.budget,
+            max_iters: args.max_iters.max(10),
+        },
+    };
+    Ok(Plan {
+        collectives,
+        dtypes,
+        ops,
+        sizes,
+        placements,
+        root: args.root,
+        check: args.check == 1,
+        combine: Combine::from_flag(args.average),
+        sampling,
+    })
+}
+
+/// One measured (collective, type, op, size, placement) on one group of ranks.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Point {
+    pub schema_version: u32,
+    /// Topology tier ("world", later "intra", "inter", "rail", "pair").
+    pub tier: String,
+    /// Group index within the tier.
+    pub group: usize,
+    /// World ranks in the group.
+    pub members: Vec<usize>,
+    /// Hosts of the group, deduplicated, in member order.
+    pub hosts: Vec<String>,
+    pub collective: CollKind,
+    pub dtype: Dtype,
+    /// Reduction op (None for data-movement collectives).
+    pub op: Option<RedOp>,
+    /// Root rank within the group (rooted collectives only).
+    pub root: Option<usize>,
+    pub in_place: bool,
+    /// Message size (nccl-tests' size column).
+    pub bytes: u64,
+    /// Elements of the message.
+    pub count: usize,
+    /// Timed iterations run (identical on every rank).
+    pub iterations: usize,
+    pub warmup: u32,
+    /// Whether adaptive sampling chose the iteration count.
+    pub adaptive: bool,
+    /// Achieved relative half-width of the median's 95% CI (worst rank).
+    pub ci_half_width: f64,
+    /// The collective's time, ranks combined as `combine` says.
+    pub time: TimeStats,
+    pub combine: Combine,
+    /// Each rank's median time (µs), in group-rank order.
+    pub rank_p50_us: Vec<f64>,
+    /// Group rank with the largest median.
+    pub slowest_rank: usize,
+    /// (max − min) / min of the ranks' medians.
+    pub rank_spread: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    pub algbw_mean_gbps: f64,
+    pub busbw_mean_gbps: f64,
+    /// Wrong elements over all ranks (None: not checked).
+    pub wrong: Option<u64>,
+    /// Group ranks that saw wrong elements, with the first wrong index.
+    pub wrong_ranks: Vec<(usize, usize)>,
+}
+
+/// The whole sweep's results (run.json).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SweepReport {
+    pub schema_version: u32,
+    pub kind: String,
+    pub provenance: Provenance,
+    pub plan: Plan,
+    pub points: Vec<Point>,
+    /// nccl-tests' footer: average busbw over all points (GB/s).
+    pub avg_busbw_gbps: f64,
+    pub wrong_total: u64,
+    pub finished_unix: f64,
+    pub outcome: String,
+}
+
+/// What each rank reports after measuring one point.
+#[derive(Serialize, Deserialize)]
+struct RankResult {
+    stats: TimeStats,
+    ci: f64,
+    wrong: Option<(u64, Option<usize>)>,
+}
+
+/// Run `iters` timed calls under a deadline.
+fn timed(
+    be: &dyn Backend,
+    call: &Call,
+    bufs: &mut Buffers,
+    iters: usize,
+    ctx: &WaitCtx,
+) -> Result<Vec<f64>> {
+    be.run_timed(call, bufs.bufs(), iters, ctx)
+}
+
+/// The buffers of one point.
+pub struct Buffers {
+    send: backend::Buffer,
+    recv: backend::Buffer,
+    in_place: bool,
+}
+
+impl Buffers {
+    fn bufs(&mut self) -> Bufs<'_> {
+        if self.in_place {
+            Bufs::InPlace(&mut self.recv)
+        } else {
+            Bufs::OutOfPlace {
+                send: &self.send,
+                recv: &mut self.recv,
+            }
+        }
+    }
+}
+
+/// Sample iteration times as the plan says; every rank ends with the same count.
+fn sample(
+    be: &dyn Backend,
+    call: &Call,
+    bufs: &mut Buffers,
+    sampling: Sampling,
+    ctx: &WaitCtx,
+) -> Result<(Vec<f64>, f64)> {
+    match sampling {
+        Sampling::Fixed { warmup, iters } => {
+            timed(be, call, bufs, warmup as usize, ctx)?;
+            let t = timed(be, call, bufs, iters as usize, ctx)?;
+            let ci = worst_over_ranks(be, stats::median_ci_rel_halfwidth(&t));
+            Ok((t, ci))
+        }
+        Sampling::Adaptive {
+            warmup,
+            ci,
+            budget_s,
+            max_iters,
+        } => {
+            timed(be, call, bufs, warmup as usize, ctx)?;
+            let start = Instant::now();
+            let mut times = Vec::new();
+            let mut batch = 10usize;
+            loop {
+                times.extend(timed(be, call, bufs, batch, ctx)?);
+                let hw = stats::median_ci_rel_halfwidth(&times);
+                let elapsed = start.elapsed().as_secs_f64();
+                // Collective decision: the worst rank's numbers, identical everywhere.
+                let mine = [if hw.is_finite() { hw } else { f64::MAX }, elapsed];
+                let mut worst = [0.0f64; 2];
+                be.control()
+                    .all_reduce_into(&mine[..], &mut worst[..], SystemOperation::max());
+                let done = times.len();
+                if worst[0] <= ci || worst[1] >= budget_s || done >= max_iters as usize {
+                    return Ok((times, worst[0]));
+                }
+                // Double the sample, but not past the budget or the cap.
+                let per_iter = worst[1] / done as f64;
+                let fits = if per_iter > 0.0 {
+                    ((budget_s - worst[1]) / per_iter) as usize
+                } else {
+                    done
+                };
+                batch = done.min(fits.max(1)).min(max_iters as usize - done).max(1);
+            }
+        }
+    }
+}
+
+fn worst_over_ranks(be: &dyn Backend, v: f64) -> f64 {
+    let mine = if v.is_finite() { v } else { f64::MAX };
+    let mut worst = 0.0f64;
+    be.control()
+        .all_reduce_into(&mine, &mut worst, SystemOperation::max());
+    worst
+}
+
+/// Where the group sits in the job, for the records.
+#[derive(Clone, Debug)]
+pub struct GroupInfo {
+    pub tier: String,
+    pub group: usize,
+    pub members: Vec<usize>,
+    pub hosts: Vec<String>,
+}
+
+/// Measure one point on `be`: sample the timing, then (if asked) one checked call.
+#[allow(clippy::too_many_arguments)]
+pub fn measure(
+    be: &dyn Backend,
+    plan: &Plan,
+    kind: CollKind,
+    dtype: Dtype,
+    op: RedOp,
+    size: u64,
+    in_place: bool,
+    group: &GroupInfo,
+    timeout: Duration,
+    corrupt: bool,
+) -> Result<Point> {
+    let n = be.size();
+    let rank = be.rank();
+    let coll = collective::get(kind);
+    let count = (size / dtype.size() as u64) as usize;
+    let p = Params {
+        n,
+        count,
+        dtype,
+        op,
+        root: plan.root.min(n - 1),
+    };
+    let layout = coll.layout(&p);
+    let es = dtype.size();
+    let call = Call {
+        kind,
+        dtype,
+        op,
+        root: p.root,
+        count,
+        in_place,
+    };
+    let ctx = WaitCtx {
+        what: format!(
+            "{} on tier {} group {} (ranks {:?})",
+            call.describe(),
+            group.tier,
+            group.group,
+            group.members
+        ),
+        deadline: timeout,
+    };
+    let send_elems = if in_place { 0 } else { layout.send };
+    let recv_elems = if in_place {
+        layout.in_place()
+    } else {
+        layout.recv
+    };
+    let mut bufs = Buffers {
+        send: be.alloc(send_elems.max(1) * es)?,
+        recv: be.alloc(recv_elems.max(1) * es)?,
+        in_place,
+    };
+    let (times, ci) = sample(be, &call, &mut bufs, plan.sampling, &ctx)?;
+    let stats = stats::summarize(&times);
+
+    let wrong = if plan.check {
+        let rs_offset = be.reduce_scatter_in_place_offset(p.chunk() * es) / es;
+        if in_place {
+            let init = collective::fill(dtype, recv_elems, |i| coll.in_place_input(&p, rank, i));
+            be.upload(&mut bufs.recv, &init)?;
+        } else {
+            let init = collective::fill(dtype, send_elems, |i| coll.input(&p, rank, i));
+            be.upload(&mut bufs.send, &init)?;
+            let poison = collective::fill(dtype, recv_elems, |_| None);
+            be.upload(&mut bufs.recv, &poison)?;
+        }
+        timed(be, &call, &mut bufs, 1, &ctx)?;
+        let mut got = vec![0u8; recv_elems * es];
+        be.download(&bufs.recv, &mut got)?;
+        if corrupt && !got.is_empty() {
+            got[0] ^= 0x5a;
+        }
+        Some(collective::count_wrong(dtype, op, &got, |i| {
+            coll.expected(&p, rank, i, in_place, rs_offset)
+        }))
+    } else {
+        None
+    };
+
+    let mine = RankResult { stats, ci, wrong };
+    let all: Vec<RankResult> = world::all_gather_json(be.control(), &mine)?;
+    let per_rank: Vec<TimeStats> = all.iter().map(|r| r.stats).collect();
+    let time = stats::combine(&per_rank, plan.combine);
+    let rank_p50_us: Vec<f64> = per_rank.iter().map(|t| t.p50_us).collect();
+    let slowest_rank = rank_p50_us
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(r, _)| r)
+        .unwrap_or(0);
+    let lo = rank_p50_us.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = rank_p50_us.iter().cloned().fold(0.0, f64::max);
+    let (wrong_total, wrong_ranks) = if plan.check {
+        let mut total = 0;
+        let mut ranks = Vec::new();
+        for (r, res) in all.iter().enumerate() {
+            if let Some((w, first)) = res.wrong {
+                total += w;
+                if w > 0 {
+                    ranks.push((r, first.unwrap_or(0)));
+                }
+            }
+        }
+        (Some(total), ranks)
+    } else {
+        (None, Vec::new())
+    };
+    let (algbw, busbw) = collective::bandwidths(kind, size, time.p50_us / 1e6, n);
+    let (algbw_mean, busbw_mean) = collective::bandwidths(kind, size, time.mean_us / 1e6, n);
+    Ok(Point {
+        schema_version: SCHEMA_VERSION,
+        tier: group.tier.clone(),
+        group: group.group,
+        members: group.members.clone(),
+        hosts: group.hosts.clone(),
+        collective: kind,
+        dtype,
+        op: kind.reduces().then_some(op),
+        root: kind.rooted().then_some(p.root),
+        in_place,
+        bytes: size,
+        count,
+        iterations: times.len(),
+        warmup: match plan.sampling {
+            Sampling::Fixed { warmup, .. } | Sampling::Adaptive { warmup, .. } => warmup,
+        },
+        adaptive: matches!(plan.sampling, Sampling::Adaptive { .. }),
+        ci_half_width: all.iter().map(|r| r.ci).fold(0.0, f64::max),
+        time,
+        combine: plan.combine,
+        rank_p50_us,
+        slowest_rank,
+        rank_spread: if lo > 0.0 && lo.is_finite() {
+            (hi - lo) / lo
+        } else {
+            0.0
+        },
+        algbw_gbps: algbw,
+        busbw_gbps: busbw,
+        algbw_mean_gbps: algbw_mean,
+        busbw_mean_gbps: busbw_mean,
+        wrong: wrong_total,
+        wrong_ranks,
+    })
+}
+
+/// nccl-tests' table header.
+pub fn table_header(title: &str) -> String {
+    format!(
+        "# {title}\n#\n#{:>12} {:>12} {:>8} {:>6} {:>6}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6} {:>7}\n#{:>12} {:>12} {:>8} {:>6} {:>6}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6} {:>7}\n",
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "iters",
+        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "",
+    )
+}
+
+/// One table row: out-of-place and in-place columns for one size (either may be
+/// missing when the placement was not run).
+pub fn table_row(out: Option<&Point>, inp: Option<&Point>) -> String {
+    let any = match out.or(inp) {
+        Some(p) => p,
+        None => return String::new(),
+    };
+    let cols = |p: Option<&Point>| match p {
+        Some(p) => format!(
+            "{:>9.2} {:>7.2} {:>7.2} {:>6}",
+            p.time.p50_us,
+            p.algbw_gbps,
+            p.busbw_gbps,
+            p.wrong
+                .map(|w| w.to_string())
+                .unwrap_or_else(|| "N/A".into())
+        ),
+        None => format!("{:>9} {:>7} {:>7} {:>6}", "-", "-", "-", "-"),
+    };
+    let iters = [out, inp]
+        .iter()
+        .flatten()
+        .map(|p| p.iterations)
+        .max()
+        .unwrap_or(0);
+    format!(
+        " {:>12} {:>12} {:>8} {:>6} {:>6}   {}   {} {:>7}\n",
+        any.bytes,
+        any.count,
+        any.dtype.nccl_name(),
+        any.op.map(|o| o.name()).unwrap_or("none"),
+        any.root.map(|r| r as i64).unwrap_or(-1),
+        cols(out),
+        cols(inp),
+        iters
+    )
+}
+
+/// nccl-tests' footer.
+pub fn table_footer(points: &[Point]) -> String {
+    let wrong: u64 = points.iter().filter_map(|p| p.wrong).sum();
+    let checked = points.iter().any(|p| p.wrong.is_some());
+    let avg = avg_busbw(points);
+    let mut s = String::new();
+    if checked {
+        s.push_str(&format!(
+            "# Out of bounds values : {} {}\n",
+            wrong,
+            if wrong == 0 { "OK" } else { "FAILED" }
+        ));
+    } else {
+        s.push_str("# Out of bounds values : not checked (--check 0)\n");
+    }
+    s.push_str(&format!(
+        "# Avg bus bandwidth    : {avg:.4} GB/s (from median times)\n"
+    ));
+    for p in points.iter().filter(|p| !p.wrong_ranks.is_empty()) {
+        let at: Vec<String> = p
+            .wrong_ranks
+            .iter()
+            .map(|(r, i)| {
+                format!(
+                    "rank {} first at element {}",
+                    p.members.get(*r).copied().unwrap_or(*r),
+                    i
+                )
+            })
+            .collect();
+        s.push_str(&format!(
+            "# WRONG: {} {} {}{}: {}\n",
+            p.collective,
+            Bytes(p.bytes),
+            p.dtype,
+            if p.in_place { " in-place" } else { "" },
+            at.join("; ")
+        ));
+    }
+    s
+}
+
+pub fn avg_busbw(points: &[Point]) -> f64 {
+    if points.is_empty() {
+        0.0
+    } else {
+        points.iter().map(|p| p.busbw_gbps).sum::<f64>() / points.len() as f64
+    }
+}
+
+/// Rank 0's output side: table on stdout, points to JSONL as they come.
+struct Sink {
+    points_file: Option<Jsonl>,
+    out_dir: Option<PathBuf>,
+    progress: bool,
+    points: Vec<Point>,
+}
+
+impl Sink {
+    fn record(&mut self, p: Point) -> Result<()> {
+        if let Some(j) = &mut self.points_file {
+            j.append(&p)?;
+        }
+        self.points.push(p);
+        Ok(())
+    }
+}
+
+/// Open `--out` on rank 0 and tell every rank whether that worked (an agreed error).
+fn open_out(world: &World, out: Option<&PathBuf>) -> Result<Option<Jsonl>> {
+    let mut file = None;
+    let mut problem: Option<String> = None;
+    if world.rank == 0 {
+        if let Some(dir) = out {
+            match results::create_out_dir(dir, "--out").and_then(|_| {
+                let p = dir.join("points.jsonl");
+                let _ = std::fs::remove_file(&p);
+                let _ = std::fs::remove_file(dir.join("run.json"));
+                Jsonl::open(&p)
+            }) {
+                Ok(j) => file = Some(j),
+                Err(e) => problem = Some(format!("{e:#}")),
+            }
+        }
+    }
+    let problem: Option<String> = world.broadcast_json(Some(&problem))?;
+    if let Some(p) = problem {
+        bail!(Agreed(p));
+    }
+    Ok(file)
+}
+
+/// `burnin sweep`.
+pub fn run(
+    world: &World,
+    global: &GlobalArgs,
+    args: &SweepArgs,
+    dog: Arc<Watchdog>,
+) -> Result<Outcome> {
+    let (kind, why) = backend::resolve(world, global)?;
+    if world.rank == 0 {
+        println!(
+            "# burnin sweep: {} ranks on {} nodes, backend {why}",
+            world.size,
+            world.nodes.len()
+        );
+    }
+    let be = backend::build(kind, world.comm.duplicate(), world, global, dog)?;
+    let plan = plan(args, world.size, kind, |d| be.supports(d, None))
+        .map_err(|e| anyhow::Error::new(Agreed(format!("{e:#}"))))?;
+    let points_file = open_out(world, args.out.as_ref())?;
+    let provenance = Provenance::collect(world, &why);
+    let mut sink = Sink {
+        points_file,
+        out_dir: args.out.clone(),
+        progress: std::io::stderr().is_terminal(),
+        points: Vec::new(),
+    };
+    let group = GroupInfo {
+        tier: "world".into(),
+        group: 0,
+        members: (0..world.size).collect(),
+        hosts: world.nodes.iter().map(|n| n.host.clone()).collect(),
+    };
+    let timeout = Duration::from_secs_f64(global.timeout.max(0.001));
+    let total_units = plan
+        .collectives
+        .iter()
+        .map(|c| if c.reduces() { plan.ops.len() } else { 1 })
+        .sum::<usize>()
+        * plan.dtypes.len()
+        * plan.sizes.len();
+    let mut done_units = 0usize;
+    for &kind in &plan.collectives {
+        let ops: Vec<RedOp> = if kind.reduces() {
+            plan.ops.clone()
+        } else {
+            vec![RedOp::Sum]
+        };
+        for &dtype in &plan.dtypes {
+            for &op in &ops {
+                if world.rank == 0 {
+                    let title = format!(
+                        "{kind} {dtype}{}",
+                        if kind.reduces() {
+                            format!(" {}", op.name())
+                        } else {
+                            String::new()
+                        }
+                    );
+                    print!("{}", table_header(&title));
+                }
+                for &size in &plan.sizes {
+                    let mut row: [Option<Point>; 2] = [None, None];
+                    for &in_place in &plan.placements {
+                        let corrupt = args.corrupt_rank == Some(world.rank);
+                        let point = measure(
+                            be.as_ref(),
+                            &plan,
+                            kind,
+                            dtype,
+                            op,
+                            size,
+                            in_place,
+                            &group,
+                            timeout,
+                            corrupt,
+                        )
+                        .with_context(|| format!("measuring {kind} {} {dtype}", Bytes(size)))?;
+                        if world.rank == 0 {
+                            row[in_place as usize] = Some(point.clone());
+                            sink.record(point)?;
+                        }
+                    }
+                    done_units += 1;
+                    if world.rank == 0 {
+                        print!("{}", table_row(row[0].as_ref(), row[1].as_ref()));
+                        let _ = std::io::stdout().flush();
+                        if sink.progress {
+                            eprint!(
+                                "\r[{done_units}/{total_units}] {kind} {} {dtype}      ",
+                                Bytes(size)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if world.rank != 0 {
+        return Ok(Outcome::Pass);
+    }
+    if sink.progress {
+        eprintln!();
+    }
+    print!("{}", table_footer(&sink.points));
+    let wrong_total: u64 = sink.points.iter().filter_map(|p| p.wrong).sum();
+    let outcome = Outcome::from_ok(wrong_total == 0);
+    if let Some(dir) = &sink.out_dir {
+        let report = SweepReport {
+            schema_version: SCHEMA_VERSION,
+            kind: "sweep".into(),
+            provenance,
+            plan,
+            avg_busbw_gbps: avg_busbw(&sink.points),
+            wrong_total,
+            points: std::mem::take(&mut sink.points),
+            finished_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
+            outcome: if outcome == Outcome::Pass {
+                "pass".into()
+            } else {
+                "fail".into()
+            },
+        };
+        results::write_json_atomic(&dir.join("run.json"), &report)?;
+        println!("# results: {}", dir.join("run.json").display());
+    }
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> SweepArgs {
+        let mut argv = vec!["burnin", "sweep"];
+        argv.extend_from_slice(extra);
+        match crate::cli::Cli::parse_from(argv).command {
+            crate::cli::Command::Sweep(a) => a,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn ladder_by_factor_and_by_step() {
+        assert_eq!(
+            size_ladder(1024, 16384, Some(4), None).unwrap(),
+            vec![1024, 4096, 16384]
+        );
+        assert_eq!(size_ladder(8, 8, None, None).unwrap(), vec![8]);
+        assert_eq!(size_ladder(8, 40, None, Some(16)).unwrap(), vec![8, 24, 40]);
+        assert_eq!(
+            size_ladder(8, 100, None, None).unwrap(),
+            vec![8, 16, 32, 64]
+        );
+    }
+
+    #[test]
+    fn bad_ladders_name_the_flag() {
+        let e = format!("{:#}", size_ladder(2048, 1024, None, None).unwrap_err());
+        assert!(e.contains("-b/--min-bytes") && e.contains("2KiB"), "{e}");
+        let e = format!("{:#}", size_ladder(8, 1024, Some(1), None).unwrap_err());
+        assert!(e.contains("-f/--step-factor"), "{e}");
+        let e = format!("{:#}", size_ladder(8, 1024, None, Some(0)).unwrap_err());
+        assert!(e.contains("-i/--step-bytes"), "{e}");
+    }
+
+    #[test]
+    fn plan_expands_all_and_validates() {
+        let p = plan(
+            &args(&["-c", "all", "-b", "1K", "-e", "16M", "-f", "4"]),
+            4,
+            BackendKind::Mpi,
+            |d| !matches!(d, Dtype::F16 | Dtype::Bf16),
+        )
+        .unwrap();
+        assert_eq!(p.collectives.len(), 7);
+        assert_eq!(p.sizes.len(), 8);
+        assert_eq!(p.placements, vec![false, true]);
+        let mpi = |d: Dtype| !matches!(d, Dtype::F16 | Dtype::Bf16);
+        let e = format!(
+            "{:#}",
+            plan(&args(&["-d", "bf16"]), 4, BackendKind::Mpi, mpi).unwrap_err()
+        );
+        assert!(e.contains("-d/--dtype") && e.contains("no bf16"), "{e}");
+        let e = format!(
+            "{:#}",
+            plan(
+                &args(&["-c", "all_gather", "-b", "1K", "-e", "1K"]),
+                3,
+                BackendKind::Mpi,
+                mpi
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("cannot split evenly over 3 ranks"), "{e}");
+        let e = format!(
+            "{:#}",
+            plan(&args(&["-c", "allreduce,bogus"]), 2, BackendKind::Mpi, mpi).unwrap_err()
+        );
+        assert!(e.contains("-c/--collectives") && e.contains("bogus"), "{e}");
+        let e = format!(
+            "{:#}",
+            plan(&args(&["-r", "4"]), 4, BackendKind::Mpi, mpi).unwrap_err()
+        );
+        assert!(e.contains("-r/--root"), "{e}");
+        let e = format!(
+            "{:#}",
+            plan(&args(&["-b", "6", "-e", "6"]), 1, BackendKind::Mpi, mpi).unwrap_err()
+        );
+        assert!(e.contains("not a whole number of f32"), "{e}");
+        let d = plan(&args(&["-d", "all"]), 2, BackendKind::Mpi, mpi).unwrap();
+        assert_eq!(
+            d.dtypes,
+            vec![Dtype::F32, Dtype::F64, Dtype::I32, Dtype::U8]
+        );
+    }
+
+    #[test]
+    fn fixed_iterations_turn_adaptive_off() {
+        let p = plan(&args(&["-n", "20", "-w", "5"]), 2, BackendKind::Mpi, |_| {
+            true
+        })
+        .unwrap();
+        assert_eq!(
+            p.sampling,
+            Sampling::Fixed {
+                warmup: 5,
+                iters: 20
+            }
+        );
+    }
+}
