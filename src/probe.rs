@@ -136,10 +136,13 @@ pub fn render_table(rows: &[RankProbe]) -> String {
 
 /// `burnin probe`.
 pub fn run(world: &World, global: &GlobalArgs, args: &ProbeArgs) -> Result<Outcome> {
+    // With --backend nccl, a rank that cannot use NCCL is an error (exit 2) here too.
+    let (_, why) = crate::backend::resolve(world, global)?;
     let mine = probe_rank(world, global);
     let all = world.gather_json(&mine)?;
     if let Some(rows) = all {
         print!("{}", render_table(&rows));
+        println!("# backend: {why}");
         let no_gpu: Vec<usize> = rows
             .iter()
             .filter(|r| r.cuda.gpus.is_empty())

@@ -129,7 +129,9 @@ pub enum CollKind {
     ReduceScatter,
     Broadcast,
     Reduce,
+    #[serde(rename = "alltoall")]
     AllToAll,
+    #[serde(rename = "sendrecv")]
     SendRecv,
 }
 
@@ -389,4 +391,26 @@ pub fn build(
             watchdog,
         )?),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_names_are_the_table_names() {
+        for k in CollKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name(), "{k:?}");
+            assert_eq!(CollKind::parse(k.name()), Some(k));
+        }
+        assert_eq!(
+            CollKind::parse("all_reduce_perf"),
+            Some(CollKind::AllReduce)
+        );
+        assert_eq!(CollKind::parse("allgather"), Some(CollKind::AllGather));
+        for d in Dtype::ALL {
+            assert_eq!(serde_json::to_value(d).unwrap(), d.name());
+            assert_eq!(Dtype::parse(d.nccl_name()), Some(d));
+        }
+    }
 }

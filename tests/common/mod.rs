@@ -1,0 +1,126 @@
+//! Helpers for integration tests: run the real binary under the real mpirun, always
+//! with a time bound, and read its output.
+#![allow(dead_code)]
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_burnin")
+}
+
+/// What a finished (or killed) command left.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub timed_out: bool,
+}
+
+impl Run {
+    pub fn all(&self) -> String {
+        format!("--- stdout\n{}\n--- stderr\n{}", self.stdout, self.stderr)
+    }
+}
+
+/// mpirun with the settings this machine needs (root, 2 cores).
+pub fn mpirun_cmd(np: usize) -> Command {
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "--bind-to",
+        "none",
+        "-np",
+        &np.to_string(),
+    ]);
+    c.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    // Keep runs quiet and local: shared memory between ranks, no network probing.
+    c.env("OMPI_MCA_btl", "self,vader,tcp")
+        .env("OMPI_MCA_btl_tcp_if_include", "lo");
+    c.env("OMPI_MCA_oob_tcp_if_include", "lo");
+    c
+}
+
+/// `mpirun -np N burnin ARGS…`, bounded by `limit`.
+pub fn mpirun(np: usize, args: &[&str], limit: Duration) -> Run {
+    let mut c = mpirun_cmd(np);
+    c.arg(bin()).args(args);
+    run_bounded(c, limit)
+}
+
+/// Kill the process group of `child` (mpirun and its ranks).
+pub fn kill_group(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on a process group we created (process_group(0) below).
+    unsafe {
+        libc_kill(-(child.id() as i32), sig);
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Spawn `c` in its own process group and wait at most `limit`; on expiry the whole
+/// group is SIGKILLed and `timed_out` is set.
+pub fn run_bounded(mut c: Command, limit: Duration) -> Run {
+    use std::os::unix::process::CommandExt;
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    c.process_group(0);
+    let mut child = c.spawn().expect("spawn");
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st);
+        }
+        if start.elapsed() > limit {
+            timed_out = true;
+            kill_group(&child, 9);
+            break child.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Run {
+        code: status.and_then(|s| s.code()),
+        stdout: t_out.join().unwrap_or_default(),
+        stderr: t_err.join().unwrap_or_default(),
+        timed_out,
+    }
+}
+
+/// Every line of a JSONL file parses; returns them.
+pub fn jsonl(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("bad line in {}: {e}: {l}", path.display()))
+        })
+        .collect()
+}
+
+/// No panic and no backtrace in what the program printed.
+pub fn assert_no_panic(r: &Run) {
+    let all = r.all();
+    assert!(!all.contains("panicked"), "panic:\n{all}");
+    assert!(!all.contains("RUST_BACKTRACE"), "backtrace hint:\n{all}");
+}
