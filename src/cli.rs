@@ -132,6 +132,21 @@ pub struct SweepArgs {
     /// Adaptive sampling: never more than this many timed iterations per size.
     #[arg(long = "max-iters", default_value_t = 10_000)]
     pub max_iters: u32,
+    /// Topology tiers: comma list of world, intra, inter, rails, pairs, or `all` (the
+    /// ones that apply to the node map; pairs run at the largest size only).
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    pub tiers: String,
+    /// Expected fabric (TOML, see topologies/): tiers below its numbers fail.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+    /// A group below this fraction of its tier's median busbw is an outlier
+    /// (default: the topology file's, else 0.8).
+    #[arg(long)]
+    pub outlier_fraction: Option<f64>,
+    /// A tier below this fraction of the topology's expected busbw fails (default:
+    /// the topology file's, else 0.9).
+    #[arg(long)]
+    pub min_fraction: Option<f64>,
     /// Write run.json and points.jsonl to this folder (points appended as measured).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,

@@ -12,6 +12,9 @@ use crate::error::{usage, Agreed, Outcome};
 use crate::results::provenance::Provenance;
 use crate::results::{self, Jsonl};
 use crate::stats::{self, Combine, TimeStats};
+use crate::topology::analysis::{Analysis, Rules};
+use crate::topology::file::Topology;
+use crate::topology::{self, TierKind};
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use crate::world::{self, World};
@@ -290,6 +293,8 @@ pub struct Point {
     pub tier: String,
     /// Group index within the tier.
     pub group: usize,
+    /// Group name: "world", "node3", "inter", "rail 1", "node0+node3".
+    pub label: String,
     /// World ranks in the group.
     pub members: Vec<usize>,
     /// Hosts of the group, deduplicated, in member order.
@@ -339,7 +344,11 @@ pub struct SweepReport {
     pub provenance: Provenance,
     pub plan: Plan,
     pub points: Vec<Point>,
-    /// nccl-tests' footer: average busbw over all points (GB/s).
+    /// Tier verdicts, outliers and the node-pair matrix.
+    pub analysis: Analysis,
+    /// The topology file the run was judged against.
+    pub topology: Option<Topology>,
+    /// nccl-tests' footer: average busbw over the world tier's points (GB/s).
     pub avg_busbw_gbps: f64,
     pub wrong_total: u64,
     pub finished_unix: f64,
@@ -449,6 +458,7 @@ fn worst_over_ranks(be: &dyn Backend, v: f64) -> f64 {
 pub struct GroupInfo {
     pub tier: String,
     pub group: usize,
+    pub label: String,
     pub members: Vec<usize>,
     pub hosts: Vec<String>,
 }
@@ -570,6 +580,7 @@ pub fn measure(
         schema_version: SCHEMA_VERSION,
         tier: group.tier.clone(),
         group: group.group,
+        label: group.label.clone(),
         members: group.members.clone(),
         hosts: group.hosts.clone(),
         collective: kind,
@@ -700,10 +711,9 @@ pub fn avg_busbw(points: &[Point]) -> f64 {
     }
 }
 
-/// Rank 0's output side: table on stdout, points to JSONL as they come.
+/// Rank 0's output side: tables on stdout, points to JSONL as they come.
 struct Sink {
     points_file: Option<Jsonl>,
-    out_dir: Option<PathBuf>,
     progress: bool,
     points: Vec<Point>,
 }
@@ -742,47 +752,35 @@ fn open_out(world: &World, out: Option<&PathBuf>) -> Result<Option<Jsonl>> {
     Ok(file)
 }
 
-/// `burnin sweep`.
-pub fn run(
-    world: &World,
-    global: &GlobalArgs,
-    args: &SweepArgs,
-    dog: Arc<Watchdog>,
-) -> Result<Outcome> {
-    let (kind, why) = backend::resolve(world, global)?;
-    if world.rank == 0 {
-        println!(
-            "# burnin sweep: {} ranks on {} nodes, backend {why}",
-            world.size,
-            world.nodes.len()
-        );
+/// Load the topology file on rank 0 and share it (the file may exist only on the
+/// launch host); a bad file is an agreed error naming file, line and field.
+fn load_topology(world: &World, path: Option<&PathBuf>) -> Result<Option<Topology>> {
+    let Some(path) = path else { return Ok(None) };
+    let mine: std::result::Result<Topology, String> = if world.rank == 0 {
+        Topology::load(path).map_err(|e| format!("{e:#}"))
+    } else {
+        Err(String::new())
+    };
+    match world.broadcast_json(Some(&mine))? {
+        Ok(t) => Ok(Some(t)),
+        Err(e) => bail!(Agreed(e)),
     }
-    let be = backend::build(kind, world.comm.duplicate(), world, global, dog)?;
-    let plan = plan(args, world.size, kind, |d| be.supports(d, None))
-        .map_err(|e| anyhow::Error::new(Agreed(format!("{e:#}"))))?;
-    let points_file = open_out(world, args.out.as_ref())?;
-    let provenance = Provenance::collect(world, &why);
-    let mut sink = Sink {
-        points_file,
-        out_dir: args.out.clone(),
-        progress: std::io::stderr().is_terminal(),
-        points: Vec::new(),
-    };
-    let group = GroupInfo {
-        tier: "world".into(),
-        group: 0,
-        members: (0..world.size).collect(),
-        hosts: world.nodes.iter().map(|n| n.host.clone()).collect(),
-    };
-    let timeout = Duration::from_secs_f64(global.timeout.max(0.001));
-    let total_units = plan
-        .collectives
-        .iter()
-        .map(|c| if c.reduces() { plan.ops.len() } else { 1 })
-        .sum::<usize>()
-        * plan.dtypes.len()
-        * plan.sizes.len();
-    let mut done_units = 0usize;
+}
+
+/// Everything one group measures, in order; `live` is called on each point as soon
+/// as it is measured (rank 0 streams its own group's points).
+#[allow(clippy::too_many_arguments)]
+fn run_group(
+    be: &dyn Backend,
+    plan: &Plan,
+    sizes: &[u64],
+    group: &GroupInfo,
+    timeout: Duration,
+    corrupt: bool,
+    print_table: bool,
+    live: &mut dyn FnMut(Point) -> Result<()>,
+) -> Result<Vec<Point>> {
+    let mut out = Vec::new();
     for &kind in &plan.collectives {
         let ops: Vec<RedOp> = if kind.reduces() {
             plan.ops.clone()
@@ -791,7 +789,7 @@ pub fn run(
         };
         for &dtype in &plan.dtypes {
             for &op in &ops {
-                if world.rank == 0 {
+                if print_table {
                     let title = format!(
                         "{kind} {dtype}{}",
                         if kind.reduces() {
@@ -802,39 +800,205 @@ pub fn run(
                     );
                     print!("{}", table_header(&title));
                 }
-                for &size in &plan.sizes {
+                for &size in sizes {
                     let mut row: [Option<Point>; 2] = [None, None];
                     for &in_place in &plan.placements {
-                        let corrupt = args.corrupt_rank == Some(world.rank);
                         let point = measure(
-                            be.as_ref(),
-                            &plan,
-                            kind,
-                            dtype,
-                            op,
-                            size,
-                            in_place,
-                            &group,
-                            timeout,
-                            corrupt,
+                            be, plan, kind, dtype, op, size, in_place, group, timeout, corrupt,
                         )
-                        .with_context(|| format!("measuring {kind} {} {dtype}", Bytes(size)))?;
-                        if world.rank == 0 {
-                            row[in_place as usize] = Some(point.clone());
-                            sink.record(point)?;
+                        .with_context(|| {
+                            format!(
+                                "measuring {kind} {} {dtype} on {}",
+                                Bytes(size),
+                                group.label
+                            )
+                        })?;
+                        row[in_place as usize] = Some(point.clone());
+                        if be.rank() == 0 {
+                            live(point.clone())?;
+                            out.push(point);
                         }
                     }
-                    done_units += 1;
-                    if world.rank == 0 {
+                    if print_table {
                         print!("{}", table_row(row[0].as_ref(), row[1].as_ref()));
                         let _ = std::io::stdout().flush();
-                        if sink.progress {
-                            eprint!(
-                                "\r[{done_units}/{total_units}] {kind} {} {dtype}      ",
-                                Bytes(size)
-                            );
-                        }
                     }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One line per group for the non-world tiers: busbw at the largest size per
+/// collective.
+fn group_summary_lines(points: &[Point]) -> String {
+    let mut s = String::new();
+    let mut seen = Vec::new();
+    for p in points {
+        let key = (p.group, p.collective, p.dtype, p.op);
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let best = points
+            .iter()
+            .filter(|q| (q.group, q.collective, q.dtype, q.op) == key)
+            .max_by_key(|q| (q.bytes, !q.in_place))
+            .unwrap_or(p);
+        s.push_str(&format!(
+            "  {:<14} {:<14} {:>9} busbw {:>9.3} GB/s  ranks {:?}  hosts {}\n",
+            p.label,
+            p.collective.name(),
+            Bytes(best.bytes).to_string(),
+            best.busbw_gbps,
+            p.members,
+            p.hosts.join(",")
+        ));
+    }
+    s
+}
+
+/// `burnin sweep`.
+pub fn run(
+    world: &World,
+    global: &GlobalArgs,
+    args: &SweepArgs,
+    dog: Arc<Watchdog>,
+) -> Result<Outcome> {
+    let agreed = |e: anyhow::Error| anyhow::Error::new(Agreed(format!("{e:#}")));
+    let (kind, why) = backend::resolve(world, global)?;
+    let wanted = topology::parse_tiers(&args.tiers).map_err(agreed)?;
+    let topo = load_topology(world, args.topology.as_ref())?;
+    let nics = topo
+        .as_ref()
+        .and_then(|t| t.inter.as_ref())
+        .and_then(|i| i.nics);
+    let tiers = topology::plan_tiers(&world.nodes, &wanted, nics);
+    if world.rank == 0 {
+        let names: Vec<&str> = tiers.iter().map(|t| t.kind.name()).collect();
+        println!(
+            "# burnin sweep: {} ranks on {} nodes, backend {why}, tiers {}",
+            world.size,
+            world.nodes.len(),
+            names.join(",")
+        );
+        let map: Vec<String> = world
+            .nodes
+            .iter()
+            .map(|n| format!("{} ranks {:?}", n.host, n.ranks))
+            .collect();
+        println!("# nodes: {}", map.join("; "));
+    }
+    let be_world = backend::build(kind, world.comm.duplicate(), world, global, dog.clone())?;
+    let supports = |d| be_world.supports(d, None);
+    let plan = plan(args, world.size, kind, supports).map_err(agreed)?;
+    // Every group size must take the plan too (e.g. all_gather splitting).
+    let mut group_sizes: Vec<usize> = tiers
+        .iter()
+        .flat_map(|t| {
+            t.rounds
+                .iter()
+                .flat_map(|r| r.groups.iter().map(|g| g.members.len()))
+        })
+        .collect();
+    group_sizes.sort_unstable();
+    group_sizes.dedup();
+    for n in group_sizes {
+        let mut a = args.clone();
+        a.root = 0;
+        self::plan(&a, n, kind, supports)
+            .map_err(|e| agreed(e.context(format!("for groups of {n} ranks"))))?;
+    }
+    drop(be_world);
+    let points_file = open_out(world, args.out.as_ref())?;
+    let provenance = Provenance::collect(world, &why);
+    let mut sink = Sink {
+        points_file,
+        progress: std::io::stderr().is_terminal(),
+        points: Vec::new(),
+    };
+    let timeout = Duration::from_secs_f64(global.timeout.max(0.001));
+    let largest = plan.sizes.last().copied().unwrap_or(0);
+    for tier in &tiers {
+        if world.rank == 0 && tier.kind != TierKind::World {
+            println!(
+                "# tier {}: {} round(s)",
+                tier.kind.name(),
+                tier.rounds.len()
+            );
+        }
+        for (ri, round) in tier.rounds.iter().enumerate() {
+            if world.rank == 0 && sink.progress {
+                eprint!(
+                    "\r[tier {} round {}/{}]      ",
+                    tier.kind.name(),
+                    ri + 1,
+                    tier.rounds.len()
+                );
+            }
+            let mine = round
+                .groups
+                .iter()
+                .find(|g| g.members.binary_search(&world.rank).is_ok());
+            let comm = world.split(mine.map(|g| g.index as u32), world.rank as i32);
+            let mut gathered: Vec<Point> = Vec::new();
+            if let (Some(g), Some(comm)) = (mine, comm) {
+                let info = GroupInfo {
+                    tier: tier.kind.name().into(),
+                    group: g.index,
+                    label: g.label.clone(),
+                    members: g.members.clone(),
+                    hosts: g
+                        .nodes
+                        .iter()
+                        .map(|&i| world.nodes[i].host.clone())
+                        .collect(),
+                };
+                let be = backend::build(kind, comm, world, global, dog.clone())?;
+                let sizes = if tier.kind == TierKind::Pairs {
+                    vec![largest]
+                } else {
+                    plan.sizes.clone()
+                };
+                let corrupt = args.corrupt_rank == Some(world.rank);
+                let print_table = world.rank == 0 && tier.kind == TierKind::World;
+                let mut live = |p: Point| -> Result<()> {
+                    if world.rank == 0 {
+                        sink.record(p)?;
+                    }
+                    Ok(())
+                };
+                let pts = run_group(
+                    be.as_ref(),
+                    &plan,
+                    &sizes,
+                    &info,
+                    timeout,
+                    corrupt,
+                    print_table,
+                    &mut live,
+                )?;
+                if world.rank != 0 {
+                    gathered = pts;
+                }
+            }
+            // Ranks done early wait without spinning; then group leaders other than
+            // rank 0 send their points to rank 0.
+            world.quiet_barrier();
+            if let Some(all) = world.gather_json(&gathered)? {
+                let mut round_points: Vec<Point> = sink
+                    .points
+                    .iter()
+                    .filter(|p| p.tier == tier.kind.name())
+                    .cloned()
+                    .collect();
+                for p in all.into_iter().flatten() {
+                    round_points.push(p.clone());
+                    sink.record(p)?;
+                }
+                if tier.kind != TierKind::World && ri + 1 == tier.rounds.len() {
+                    print!("{}", group_summary_lines(&round_points));
                 }
             }
         }
@@ -845,18 +1009,38 @@ pub fn run(
     if sink.progress {
         eprintln!();
     }
+    let world_points: Vec<Point> = sink
+        .points
+        .iter()
+        .filter(|p| p.tier == "world")
+        .cloned()
+        .collect();
     print!("{}", table_footer(&sink.points));
+    let node_hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
+    let rules = Rules::from(topo.as_ref(), args.outlier_fraction, args.min_fraction);
+    let analysis = topology::analysis::analyze(&sink.points, topo.as_ref(), &rules, &node_hosts);
+    print!("{}", render_analysis(&analysis));
     let wrong_total: u64 = sink.points.iter().filter_map(|p| p.wrong).sum();
-    let outcome = Outcome::from_ok(wrong_total == 0);
-    if let Some(dir) = &sink.out_dir {
+    let outcome = Outcome::from_ok(wrong_total == 0 && analysis.pass);
+    println!(
+        "# verdict: {}",
+        if outcome == Outcome::Pass {
+            "PASS"
+        } else {
+            "FAIL"
+        }
+    );
+    if let Some(dir) = &args.out {
         let report = SweepReport {
             schema_version: SCHEMA_VERSION,
             kind: "sweep".into(),
             provenance,
             plan,
-            avg_busbw_gbps: avg_busbw(&sink.points),
+            avg_busbw_gbps: avg_busbw(&world_points),
             wrong_total,
             points: std::mem::take(&mut sink.points),
+            analysis,
+            topology: topo,
             finished_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
             outcome: if outcome == Outcome::Pass {
                 "pass".into()
@@ -868,6 +1052,71 @@ pub fn run(
         println!("# results: {}", dir.join("run.json").display());
     }
     Ok(outcome)
+}
+
+/// Tier verdicts and findings as text.
+pub fn render_analysis(a: &Analysis) -> String {
+    let mut s = String::new();
+    if a.tiers.is_empty() {
+        return s;
+    }
+    s.push_str("#\n# tiers (busbw at large messages, GB/s; groups vs the tier median)\n");
+    let header = [
+        "tier",
+        "collective",
+        "groups",
+        "median",
+        "worst",
+        "worst group",
+        "expected",
+        "verdict",
+    ];
+    let rows: Vec<Vec<String>> = a
+        .tiers
+        .iter()
+        .map(|t| {
+            let worst = t
+                .groups
+                .iter()
+                .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
+            vec![
+                t.tier.clone(),
+                t.collective.name().to_string(),
+                t.groups.len().to_string(),
+                format!("{:.3}", t.median_gbps),
+                worst
+                    .map(|g| format!("{:.3}", g.busbw_gbps))
+                    .unwrap_or_default(),
+                worst.map(|g| g.label.clone()).unwrap_or_default(),
+                t.expected_gbps
+                    .map(|e| format!("{e:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                match t.meets_expectation {
+                    Some(true) => "ok".into(),
+                    Some(false) => "BELOW".into(),
+                    None => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    for line in crate::report::table::render(&header, &rows).lines() {
+        s.push_str("# ");
+        s.push_str(line);
+        s.push('\n');
+    }
+    if a.findings.is_empty() {
+        s.push_str("# no outlier node or link\n");
+    }
+    for f in &a.findings {
+        s.push_str(&format!("# {}: {}\n", f.severity.to_uppercase(), f.text));
+    }
+    if !a.outlier_nodes.is_empty() {
+        s.push_str(&format!(
+            "# outlier nodes: {}\n",
+            a.outlier_nodes.join(", ")
+        ));
+    }
+    s
 }
 
 #[cfg(test)]

@@ -7,10 +7,26 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
-/// A number of bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A number of bytes. Serialised as an integer; read from an integer or a size
+/// string ("64K", "1GiB") so card and topology files can say either.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
+
+impl<'de> Deserialize<'de> for Bytes {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Bytes(n)),
+            Raw::Text(t) => t.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
 
 impl Bytes {
     pub const fn get(self) -> u64 {
@@ -149,6 +165,20 @@ mod tests {
         for s in ["8B", "64KiB", "1MiB", "8GiB"] {
             assert_eq!(s.parse::<Bytes>().unwrap().to_string(), s);
         }
+    }
+
+    #[test]
+    fn reads_integers_and_size_strings() {
+        assert_eq!(serde_json::from_str::<Bytes>("1024").unwrap(), Bytes(1024));
+        assert_eq!(
+            serde_json::from_str::<Bytes>("\"1G\"").unwrap(),
+            Bytes(1 << 30)
+        );
+        assert!(serde_json::from_str::<Bytes>("\"1Q\"")
+            .unwrap_err()
+            .to_string()
+            .contains("bad size"));
+        assert_eq!(serde_json::to_string(&Bytes(8)).unwrap(), "8");
     }
 
     #[test]

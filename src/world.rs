@@ -224,6 +224,23 @@ impl World {
         self.comm.split_by_color_with_key(color, key)
     }
 
+    /// A barrier that waits without spinning (MPI_Ibarrier polled with short sleeps),
+    /// for ranks that sit out a round while others measure: a spinning MPI barrier
+    /// would steal the CPU the measuring ranks need on an oversubscribed host.
+    pub fn quiet_barrier(&self) {
+        let req = self.comm.immediate_barrier();
+        let mut req = Some(req);
+        while let Some(r) = req.take() {
+            match r.test() {
+                Ok(_) => {}
+                Err(r) => {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                    req = Some(r);
+                }
+            }
+        }
+    }
+
     /// End the whole job now (every rank) with `code`.
     pub fn abort(&self, code: i32) -> ! {
         self.comm.abort(code)

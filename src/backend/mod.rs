@@ -92,7 +92,7 @@ impl fmt::Display for Dtype {
 }
 
 /// Reduction operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum RedOp {
     Sum,

@@ -1,0 +1,542 @@
+//! Judging tiers: against the topology file's expectation, and against peers (a
+//! group below a fraction of its tier's median busbw is an outlier). From the node
+//! pairs it names the node or the link to suspect. Pure: works on recorded points, so
+//! `burnin report` can re-judge a results folder.
+use super::file::Topology;
+use crate::backend::{CollKind, Dtype, RedOp};
+use crate::stats::median;
+use crate::sweep::Point;
+use crate::units::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One group's number in a tier.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct GroupResult {
+    pub group: usize,
+    pub label: String,
+    pub members: Vec<usize>,
+    pub hosts: Vec<String>,
+    /// Best busbw at large messages (GB/s).
+    pub busbw_gbps: f64,
+    /// Message size that busbw was measured at.
+    pub bytes: u64,
+    /// busbw / the tier's median.
+    pub vs_median: f64,
+    pub outlier: bool,
+}
+
+/// A tier's verdict for one (collective, type, op).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TierResult {
+    pub tier: String,
+    pub collective: CollKind,
+    pub dtype: Dtype,
+    pub op: Option<RedOp>,
+    pub in_place: bool,
+    pub groups: Vec<GroupResult>,
+    pub median_gbps: f64,
+    /// Expected busbw from the topology file (per group), if it gives one.
+    pub expected_gbps: Option<f64>,
+    pub min_fraction: f64,
+    /// Worst group busbw / expected.
+    pub worst_vs_expected: Option<f64>,
+    pub meets_expectation: Option<bool>,
+}
+
+/// busbw between every pair of nodes at the largest size (GB/s).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PairMatrix {
+    pub collective: CollKind,
+    pub bytes: u64,
+    pub nodes: Vec<String>,
+    pub busbw_gbps: Vec<Vec<Option<f64>>>,
+}
+
+/// One line of the verdict.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Finding {
+    /// "fail" makes the run fail; "info" does not.
+    pub severity: String,
+    /// What to suspect: a node ("node3"), a pair ("node0+node2"), a rail, a tier.
+    pub subject: String,
+    pub text: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+pub struct Analysis {
+    pub tiers: Vec<TierResult>,
+    pub pair_matrices: Vec<PairMatrix>,
+    pub findings: Vec<Finding>,
+    /// Nodes named as outliers.
+    pub outlier_nodes: Vec<String>,
+    pub pass: bool,
+}
+
+/// Settings of the judgement.
+#[derive(Clone, Debug)]
+pub struct Rules {
+    pub outlier_fraction: f64,
+    pub min_fraction: f64,
+    /// Judge busbw at sizes ≥ this (None: the largest size of each group).
+    pub large_message: Option<u64>,
+}
+
+impl Rules {
+    pub fn from(
+        topology: Option<&Topology>,
+        outlier_fraction: Option<f64>,
+        min_fraction: Option<f64>,
+    ) -> Rules {
+        let acc = topology.map(|t| t.acceptance.clone()).unwrap_or_default();
+        Rules {
+            outlier_fraction: outlier_fraction.unwrap_or(acc.outlier_fraction),
+            min_fraction: min_fraction.unwrap_or(acc.min_fraction),
+            large_message: acc.large_message.map(|b| b.get()),
+        }
+    }
+}
+
+type Key = (String, CollKind, Dtype, Option<RedOp>, bool);
+
+/// Best busbw at large sizes per group of one key.
+fn group_best(points: &[&Point], large: Option<u64>) -> Vec<(usize, f64, u64)> {
+    let mut by_group: BTreeMap<usize, Vec<&Point>> = BTreeMap::new();
+    for p in points {
+        by_group.entry(p.group).or_default().push(p);
+    }
+    by_group
+        .into_iter()
+        .map(|(g, ps)| {
+            let largest = ps.iter().map(|p| p.bytes).max().unwrap_or(0);
+            let threshold = large.map(|l| l.min(largest)).unwrap_or(largest);
+            let best = ps
+                .iter()
+                .filter(|p| p.bytes >= threshold)
+                .max_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps));
+            match best {
+                Some(p) => (g, p.busbw_gbps, p.bytes),
+                None => (g, 0.0, largest),
+            }
+        })
+        .collect()
+}
+
+/// Judge every tier in `points`. `node_hosts` names node indices.
+pub fn analyze(
+    points: &[Point],
+    topology: Option<&Topology>,
+    rules: &Rules,
+    node_hosts: &[String],
+) -> Analysis {
+    let mut keys: BTreeMap<Key, Vec<&Point>> = BTreeMap::new();
+    for p in points {
+        keys.entry((p.tier.clone(), p.collective, p.dtype, p.op, p.in_place))
+            .or_default()
+            .push(p);
+    }
+    let tier_order = |t: &str| {
+        ["world", "intra", "inter", "rails", "pairs"]
+            .iter()
+            .position(|x| *x == t)
+            .unwrap_or(9)
+    };
+    let mut ordered: Vec<(Key, Vec<&Point>)> = keys.into_iter().collect();
+    ordered.sort_by_key(|(k, _)| (tier_order(&k.0), k.1, k.2, k.4));
+    // Judge out-of-place when it was measured; in-place only otherwise.
+    let has_out: Vec<(String, CollKind, Dtype, Option<RedOp>)> = ordered
+        .iter()
+        .filter(|(k, _)| !k.4)
+        .map(|(k, _)| (k.0.clone(), k.1, k.2, k.3))
+        .collect();
+    let mut a = Analysis {
+        pass: true,
+        ..Default::default()
+    };
+    for ((tier, coll, dtype, op, in_place), pts) in ordered {
+        if in_place && has_out.contains(&(tier.clone(), coll, dtype, op)) {
+            continue;
+        }
+        let best = group_best(&pts, rules.large_message);
+        let med = median(&best.iter().map(|b| b.1).collect::<Vec<_>>());
+        let first_of: BTreeMap<usize, &Point> = pts.iter().rev().map(|p| (p.group, *p)).collect();
+        let mut groups: Vec<GroupResult> = best
+            .iter()
+            .filter_map(|&(g, bw, bytes)| {
+                let p = first_of.get(&g)?;
+                let vs = if med > 0.0 { bw / med } else { 1.0 };
+                Some(GroupResult {
+                    group: g,
+                    label: p.label.clone(),
+                    members: p.members.clone(),
+                    hosts: p.hosts.clone(),
+                    busbw_gbps: bw,
+                    bytes,
+                    vs_median: vs,
+                    outlier: best.len() >= 3 && vs < rules.outlier_fraction,
+                })
+            })
+            .collect();
+        // Two groups: the slower is an outlier only when clearly below the faster.
+        if groups.len() == 2 {
+            let (lo, hi) = if groups[0].busbw_gbps <= groups[1].busbw_gbps {
+                (0, 1)
+            } else {
+                (1, 0)
+            };
+            if groups[hi].busbw_gbps > 0.0
+                && groups[lo].busbw_gbps / groups[hi].busbw_gbps < rules.outlier_fraction
+            {
+                groups[lo].outlier = true;
+            }
+        }
+        let expected = topology.and_then(|t| {
+            let g = pts.first()?;
+            let nodes = g.hosts.len().max(1);
+            t.expectation(&tier, coll, g.members.len(), nodes)
+        });
+        let worst = groups
+            .iter()
+            .map(|g| g.busbw_gbps)
+            .fold(f64::INFINITY, f64::min);
+        let worst_vs = expected.map(|e| worst / e);
+        let meets = worst_vs.map(|w| w >= rules.min_fraction);
+        if meets == Some(false) {
+            let worst_g = groups
+                .iter()
+                .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
+            let at = worst_g
+                .map(|g| format!(" ({} at {})", g.label, Bytes(g.bytes)))
+                .unwrap_or_default();
+            a.findings.push(Finding {
+                severity: "fail".into(),
+                subject: format!("tier {tier}"),
+                text: format!(
+                    "tier {tier} {coll}: {worst:.3} GB/s{at} is {:.2}× the expected {:.3} GB/s (needs ≥ {:.2}×)",
+                    worst_vs.unwrap_or(0.0),
+                    expected.unwrap_or(0.0),
+                    rules.min_fraction
+                ),
+            });
+            a.pass = false;
+        }
+        if tier == "pairs" {
+            pair_findings(&mut a, &groups, coll, rules, node_hosts);
+        } else {
+            for g in groups.iter().filter(|g| g.outlier) {
+                let what = match tier.as_str() {
+                    "intra" => format!(
+                        "suspect {}'s intra-node links (NVLink/PCIe or memory)",
+                        g.label
+                    ),
+                    "rails" => format!(
+                        "suspect the NIC or switch port of {} on one of its nodes",
+                        g.label
+                    ),
+                    _ => "suspect this group's slowest member".into(),
+                };
+                a.findings.push(Finding {
+                    severity: "fail".into(),
+                    subject: g.label.clone(),
+                    text: format!(
+                        "{} ({tier} {coll}): {:.3} GB/s is {:.2}× the median {tier} group — {what}",
+                        g.label, g.busbw_gbps, g.vs_median
+                    ),
+                });
+                if tier == "intra" {
+                    a.outlier_nodes.push(g.label.clone());
+                }
+                a.pass = false;
+            }
+        }
+        a.tiers.push(TierResult {
+            tier,
+            collective: coll,
+            dtype,
+            op,
+            in_place,
+            groups,
+            median_gbps: med,
+            expected_gbps: expected,
+            min_fraction: rules.min_fraction,
+            worst_vs_expected: worst_vs,
+            meets_expectation: meets,
+        });
+    }
+    a.outlier_nodes.sort();
+    a.outlier_nodes.dedup();
+    a
+}
+
+/// From node-pair results: a node all of whose pairs are slow is named; otherwise
+/// each slow pair is named as a link.
+fn pair_findings(
+    a: &mut Analysis,
+    groups: &[GroupResult],
+    coll: CollKind,
+    rules: &Rules,
+    node_hosts: &[String],
+) {
+    let n = node_hosts.len();
+    let mut m = vec![vec![None; n]; n];
+    let index: std::collections::HashMap<&str, usize> = node_hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.as_str(), i))
+        .collect();
+    let node_of_group = |g: &GroupResult| -> Option<(usize, usize)> {
+        let idx: Vec<usize> = g
+            .hosts
+            .iter()
+            .filter_map(|h| index.get(h.as_str()).copied())
+            .collect();
+        (idx.len() == 2).then(|| (idx[0].min(idx[1]), idx[0].max(idx[1])))
+    };
+    let mut pairs: Vec<(usize, usize, f64, f64)> = Vec::new();
+    for g in groups {
+        if let Some((x, y)) = node_of_group(g) {
+            m[x][y] = Some(g.busbw_gbps);
+            m[y][x] = Some(g.busbw_gbps);
+            pairs.push((x, y, g.busbw_gbps, g.vs_median));
+        }
+    }
+    a.pair_matrices.push(PairMatrix {
+        collective: coll,
+        bytes: groups.iter().map(|g| g.bytes).max().unwrap_or(0),
+        nodes: node_hosts.to_vec(),
+        busbw_gbps: m,
+    });
+    if pairs.len() < 2 {
+        return;
+    }
+    let slow = |v: f64| v < rules.outlier_fraction;
+    // Each node's pairs' ratios to the median, in one pass.
+    let mut per_node: Vec<Vec<f64>> = vec![Vec::new(); n];
+    for &(x, y, _, v) in &pairs {
+        per_node[x].push(v);
+        per_node[y].push(v);
+    }
+    let mut suspect_nodes = Vec::new();
+    for (x, host) in node_hosts.iter().enumerate() {
+        let mine = &per_node[x];
+        if mine.len() >= 2 && mine.iter().all(|&v| slow(v)) {
+            let ratio = median(mine);
+            a.findings.push(Finding {
+                severity: "fail".into(),
+                subject: host.clone(),
+                text: format!(
+                    "{host}: every pair that includes it runs at {ratio:.2}× the median pair busbw ({coll}) — suspect {host}'s link"
+                ),
+            });
+            a.outlier_nodes.push(host.clone());
+            suspect_nodes.push(x);
+            a.pass = false;
+        }
+    }
+    for &(x, y, _, v) in &pairs {
+        if slow(v) && !suspect_nodes.contains(&x) && !suspect_nodes.contains(&y) && findings_room(a)
+        {
+            let (hx, hy) = (&node_hosts[x], &node_hosts[y]);
+            a.findings.push(Finding {
+                severity: "fail".into(),
+                subject: format!("{hx}+{hy}"),
+                text: format!(
+                    "{hx}+{hy}: runs at {v:.2}× the median pair busbw ({coll}) — suspect the link between {hx} and {hy}"
+                ),
+            });
+            a.pass = false;
+        }
+    }
+}
+
+/// Cap on per-link findings: a sick fabric with thousands of slow pairs gets the
+/// first hundred named, not a report nobody can read.
+fn findings_room(a: &Analysis) -> bool {
+    a.findings.len() < 100
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Combine, TimeStats};
+
+    fn point(
+        tier: &str,
+        group: usize,
+        label: &str,
+        hosts: &[&str],
+        bytes: u64,
+        busbw: f64,
+    ) -> Point {
+        Point {
+            schema_version: 1,
+            tier: tier.into(),
+            group,
+            label: label.into(),
+            members: vec![0, 1],
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            collective: CollKind::AllReduce,
+            dtype: Dtype::F32,
+            op: Some(RedOp::Sum),
+            root: None,
+            in_place: false,
+            bytes,
+            count: (bytes / 4) as usize,
+            iterations: 10,
+            warmup: 1,
+            adaptive: false,
+            ci_half_width: 0.0,
+            time: TimeStats::default(),
+            combine: Combine::Max,
+            rank_p50_us: vec![],
+            slowest_rank: 0,
+            rank_spread: 0.0,
+            algbw_gbps: busbw,
+            busbw_gbps: busbw,
+            algbw_mean_gbps: busbw,
+            busbw_mean_gbps: busbw,
+            wrong: Some(0),
+            wrong_ranks: vec![],
+        }
+    }
+
+    fn hosts(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("node{i}")).collect()
+    }
+
+    fn pairs_points(n: usize, slow: impl Fn(usize, usize) -> bool) -> Vec<Point> {
+        let mut v = Vec::new();
+        let mut g = 0;
+        for (a, b) in super::super::pair_rounds(n).into_iter().flatten() {
+            let bw = if slow(a, b) { 0.05 } else { 0.2 };
+            let (ha, hb) = (format!("node{a}"), format!("node{b}"));
+            v.push(point(
+                "pairs",
+                g,
+                &format!("{ha}+{hb}"),
+                &[&ha, &hb],
+                1 << 24,
+                bw,
+            ));
+            g += 1;
+        }
+        v
+    }
+
+    #[test]
+    fn a_slow_node_is_named_from_its_pairs() {
+        let pts = pairs_points(4, |a, b| a == 3 || b == 3);
+        let a = analyze(&pts, None, &Rules::from(None, None, None), &hosts(4));
+        assert!(!a.pass);
+        assert_eq!(a.outlier_nodes, vec!["node3".to_string()]);
+        let f = a.findings.iter().find(|f| f.subject == "node3").unwrap();
+        assert!(
+            f.text
+                .contains("node3: every pair that includes it runs at")
+                && f.text.contains("suspect node3's link"),
+            "{}",
+            f.text
+        );
+        assert_eq!(a.findings.len(), 1, "{:?}", a.findings);
+        let m = &a.pair_matrices[0];
+        assert_eq!(m.busbw_gbps[0][3], Some(0.05));
+        assert_eq!(m.busbw_gbps[1][2], Some(0.2));
+        assert_eq!(m.busbw_gbps[2][2], None);
+    }
+
+    #[test]
+    fn a_single_slow_link_names_the_pair() {
+        let pts = pairs_points(4, |a, b| (a, b) == (0, 2));
+        let a = analyze(&pts, None, &Rules::from(None, None, None), &hosts(4));
+        assert!(!a.pass);
+        assert!(a.outlier_nodes.is_empty());
+        assert_eq!(a.findings.len(), 1);
+        assert!(
+            a.findings[0]
+                .text
+                .contains("suspect the link between node0 and node2"),
+            "{}",
+            a.findings[0].text
+        );
+    }
+
+    #[test]
+    fn uniform_pairs_pass() {
+        let pts = pairs_points(8, |_, _| false);
+        let a = analyze(&pts, None, &Rules::from(None, None, None), &hosts(8));
+        assert!(a.pass, "{:?}", a.findings);
+    }
+
+    #[test]
+    fn scales_to_1024_nodes() {
+        let pts = pairs_points(1024, |a, b| a == 700 || b == 700);
+        let a = analyze(&pts, None, &Rules::from(None, None, None), &hosts(1024));
+        assert_eq!(a.outlier_nodes, vec!["node700".to_string()]);
+    }
+
+    #[test]
+    fn expectation_failures_name_the_tier() {
+        let topo = Topology::parse(
+            "name='t'\n[node]\ngpus=0\n[inter]\nall_reduce_busbw_gbps=0.2\n[acceptance]\nmin_fraction=0.8\n",
+            "t.toml",
+        )
+        .unwrap();
+        let pts = vec![point(
+            "inter",
+            0,
+            "inter",
+            &["node0", "node1"],
+            1 << 24,
+            0.1,
+        )];
+        let a = analyze(
+            &pts,
+            Some(&topo),
+            &Rules::from(Some(&topo), None, None),
+            &hosts(2),
+        );
+        assert!(!a.pass);
+        assert!(
+            a.findings[0]
+                .text
+                .contains("tier inter all_reduce: 0.100 GB/s"),
+            "{}",
+            a.findings[0].text
+        );
+        let pts = vec![point(
+            "inter",
+            0,
+            "inter",
+            &["node0", "node1"],
+            1 << 24,
+            0.19,
+        )];
+        assert!(
+            analyze(
+                &pts,
+                Some(&topo),
+                &Rules::from(Some(&topo), None, None),
+                &hosts(2)
+            )
+            .pass
+        );
+    }
+
+    #[test]
+    fn intra_outlier_names_the_node() {
+        let pts: Vec<Point> = (0..4)
+            .map(|i| {
+                point(
+                    "intra",
+                    i,
+                    &format!("node{i}"),
+                    &[&format!("node{i}")],
+                    1 << 24,
+                    if i == 1 { 1.0 } else { 5.0 },
+                )
+            })
+            .collect();
+        let a = analyze(&pts, None, &Rules::from(None, None, None), &hosts(4));
+        assert_eq!(a.outlier_nodes, vec!["node1".to_string()]);
+    }
+}

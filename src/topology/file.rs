@@ -1,0 +1,332 @@
+//! Topology files: what a reservation should look like and deliver (TOML in
+//! `topologies/`). Errors name the file, the line and the field.
+//!
+//! ```toml
+//! name = "hgx-h200-ib"
+//! description = "8x H200 SXM per node, NVLink 4, 8x 400G InfiniBand"
+//!
+//! [node]
+//! gpus = 8                    # GPUs per node (0 for CPU-only simulations)
+//! gpu_model = "H200"          # substring of the CUDA device name
+//! ranks = 8                   # ranks per node the sweep expects (default: gpus)
+//!
+//! [intra]                     # inside a node
+//! link = "nvlink4"            # nvlink3 | nvlink4 | nvlink5 | pcie | shm
+//! nvlinks_per_gpu = 18        # optional
+//! all_reduce_busbw_gbps = 460 # expected busbw at large sizes, GB/s
+//! all_gather_busbw_gbps = 360
+//!
+//! [inter]                     # between nodes
+//! nics = 8                    # NICs per node
+//! nic_kind = "infiniband"     # infiniband | roce | ethernet | veth
+//! nic_rate_gbit = 400         # per NIC, Gbit/s
+//! all_reduce_busbw_gbps = 46  # expected busbw at large sizes across nodes, GB/s
+//! all_gather_busbw_gbps = 46
+//!
+//! [acceptance]
+//! min_fraction = 0.9          # a tier below this fraction of its expectation fails
+//! outlier_fraction = 0.8      # a group below this fraction of its tier's median is an outlier
+//! large_message = "64M"       # busbw is judged at sizes >= this (the largest swept if none)
+//! ```
+use crate::backend::CollKind;
+use crate::units::Bytes;
+use anyhow::{anyhow, Result};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub node: NodeSpec,
+    #[serde(default)]
+    pub intra: Option<LinkSpec>,
+    #[serde(default)]
+    pub inter: Option<LinkSpec>,
+    /// Explicit expectation for node-pair groups (all ranks of two nodes); derived
+    /// from `inter` and `intra` when absent (see [`Topology::expectation`]).
+    #[serde(default)]
+    pub pairs: Option<LinkSpec>,
+    /// Explicit expectation for the whole world across nodes; derived when absent.
+    #[serde(default)]
+    pub world: Option<LinkSpec>,
+    #[serde(default)]
+    pub acceptance: Acceptance,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// GPUs per node (0 for a CPU-only simulation).
+    pub gpus: usize,
+    /// Substring of the CUDA device name ("H100", "H200", "L40S").
+    #[serde(default)]
+    pub gpu_model: Option<String>,
+    /// GPU memory per GPU in GiB (optional).
+    #[serde(default)]
+    pub gpu_memory_gib: Option<f64>,
+    /// Ranks per node the sweep expects (default: gpus, or 1).
+    #[serde(default)]
+    pub ranks: Option<usize>,
+    /// Node count of the reservation (optional: any count when absent).
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+/// A tier's link and the busbw it should deliver.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// nvlink3 | nvlink4 | nvlink5 | pcie | shm (intra); infiniband | roce | ethernet | veth (inter).
+    #[serde(default)]
+    pub link: Option<String>,
+    #[serde(default)]
+    pub nvlinks_per_gpu: Option<u32>,
+    #[serde(default)]
+    pub nics: Option<usize>,
+    #[serde(default)]
+    pub nic_kind: Option<String>,
+    /// Per-NIC line rate, Gbit/s.
+    #[serde(default)]
+    pub nic_rate_gbit: Option<f64>,
+    #[serde(default)]
+    pub all_reduce_busbw_gbps: Option<f64>,
+    #[serde(default)]
+    pub all_gather_busbw_gbps: Option<f64>,
+    #[serde(default)]
+    pub reduce_scatter_busbw_gbps: Option<f64>,
+    #[serde(default)]
+    pub alltoall_busbw_gbps: Option<f64>,
+}
+
+impl LinkSpec {
+    /// Expected busbw for a collective, when the file gives one.
+    pub fn expected(&self, kind: CollKind) -> Option<f64> {
+        match kind {
+            CollKind::AllReduce => self.all_reduce_busbw_gbps,
+            CollKind::AllGather => self.all_gather_busbw_gbps,
+            CollKind::ReduceScatter => self
+                .reduce_scatter_busbw_gbps
+                .or(self.all_gather_busbw_gbps),
+            CollKind::AllToAll => self.alltoall_busbw_gbps,
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Acceptance {
+    #[serde(default = "default_min_fraction")]
+    pub min_fraction: f64,
+    #[serde(default = "default_outlier_fraction")]
+    pub outlier_fraction: f64,
+    #[serde(default)]
+    pub large_message: Option<Bytes>,
+}
+
+fn default_min_fraction() -> f64 {
+    0.9
+}
+fn default_outlier_fraction() -> f64 {
+    0.8
+}
+
+impl Default for Acceptance {
+    fn default() -> Self {
+        Acceptance {
+            min_fraction: default_min_fraction(),
+            outlier_fraction: default_outlier_fraction(),
+            large_message: None,
+        }
+    }
+}
+
+/// 1-based line and column of a byte offset.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    (line, col)
+}
+
+/// Parse TOML text into `T` with an error "FILE:LINE:COL: field: problem".
+pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T> {
+    toml::from_str(text).map_err(|e| {
+        let pos = e
+            .span()
+            .map(|s| {
+                let (l, c) = line_col(text, s.start);
+                format!("{l}:{c}")
+            })
+            .unwrap_or_else(|| "1:1".into());
+        anyhow!("{file}:{pos}: {}", e.message().trim())
+    })
+}
+
+impl Topology {
+    pub fn parse(text: &str, file: &str) -> Result<Topology> {
+        let t: Topology = parse_toml(text, file)?;
+        t.validate(file)?;
+        Ok(t)
+    }
+
+    pub fn load(path: &Path) -> Result<Topology> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow!("--topology: cannot read {}: {e}", path.display()))?;
+        Topology::parse(&text, &path.display().to_string())
+    }
+
+    fn validate(&self, file: &str) -> Result<()> {
+        let frac = |name: &str, v: f64| -> Result<()> {
+            if v > 0.0 && v <= 1.0 {
+                Ok(())
+            } else {
+                Err(anyhow!("{file}: acceptance.{name}: {v} must be in (0, 1]"))
+            }
+        };
+        frac("min_fraction", self.acceptance.min_fraction)?;
+        frac("outlier_fraction", self.acceptance.outlier_fraction)?;
+        for (tier, spec) in [
+            ("intra", &self.intra),
+            ("inter", &self.inter),
+            ("pairs", &self.pairs),
+            ("world", &self.world),
+        ] {
+            if let Some(s) = spec {
+                for (field, v) in [
+                    ("all_reduce_busbw_gbps", s.all_reduce_busbw_gbps),
+                    ("all_gather_busbw_gbps", s.all_gather_busbw_gbps),
+                    ("reduce_scatter_busbw_gbps", s.reduce_scatter_busbw_gbps),
+                    ("alltoall_busbw_gbps", s.alltoall_busbw_gbps),
+                    ("nic_rate_gbit", s.nic_rate_gbit),
+                ] {
+                    if let Some(v) = v {
+                        if !(v > 0.0 && v.is_finite()) {
+                            return Err(anyhow!(
+                                "{file}: {tier}.{field}: {v} must be a positive number"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ranks per node the file expects.
+    pub fn ranks_per_node(&self) -> usize {
+        self.node.ranks.unwrap_or(self.node.gpus.max(1))
+    }
+
+    /// Expected busbw (GB/s) of a group of `ranks` ranks on `nodes` nodes in `tier`.
+    ///
+    /// - intra: the file's `[intra]`; inter and rails (one rank per node): `[inter]`;
+    /// - pairs and world: their own section when the file has one; else, across
+    ///   nodes, REFERENCE.md's relation per-NIC rate = busbw·(k−1)/(n−1) turned
+    ///   around — `inter`·(n−1)/(k−1) — capped by the intra-node expectation; on one
+    ///   node, `[intra]`.
+    pub fn expectation(
+        &self,
+        tier: &str,
+        kind: CollKind,
+        ranks: usize,
+        nodes: usize,
+    ) -> Option<f64> {
+        let intra = self.intra.as_ref().and_then(|s| s.expected(kind));
+        let inter = self.inter.as_ref().and_then(|s| s.expected(kind));
+        let derived = || -> Option<f64> {
+            if nodes <= 1 {
+                return intra;
+            }
+            let scaled = inter? * (ranks.saturating_sub(1)) as f64 / (nodes - 1) as f64;
+            Some(intra.map_or(scaled, |i| scaled.min(i)))
+        };
+        match tier {
+            "intra" => intra,
+            "inter" | "rails" => inter,
+            "pairs" => self
+                .pairs
+                .as_ref()
+                .and_then(|s| s.expected(kind))
+                .or_else(derived),
+            "world" => self
+                .world
+                .as_ref()
+                .and_then(|s| s.expected(kind))
+                .or_else(derived),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_topologies_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("topologies");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let t = Topology::load(&p).unwrap_or_else(|e| panic!("{e:#}"));
+                assert!(!t.name.is_empty());
+                n += 1;
+            }
+        }
+        assert!(n >= 5, "the five shipped topologies");
+    }
+
+    #[test]
+    fn expectations_per_tier() {
+        let t =
+            Topology::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("topologies/dgx-h100.toml"))
+                .unwrap();
+        assert_eq!(
+            t.expectation("intra", CollKind::AllReduce, 8, 1),
+            Some(460.0)
+        );
+        assert_eq!(
+            t.expectation("inter", CollKind::AllReduce, 4, 4),
+            Some(46.0)
+        );
+        assert_eq!(
+            t.expectation("rails", CollKind::AllGather, 4, 4),
+            Some(46.0)
+        );
+        // 2 nodes x 8 GPUs: 46 * 15 / 1 = 690, capped by NVLink's 460.
+        assert_eq!(
+            t.expectation("pairs", CollKind::AllReduce, 16, 2),
+            Some(460.0)
+        );
+        // 16 nodes x 8: 46 * 127 / 15 = 389.5
+        let w = t
+            .expectation("world", CollKind::AllReduce, 128, 16)
+            .unwrap();
+        assert!((w - 46.0 * 127.0 / 15.0).abs() < 1e-9);
+        assert_eq!(t.expectation("world", CollKind::Broadcast, 128, 16), None);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let text = "name = \"x\"\n[node]\ngpus = 8\n[intra]\nall_reduce_busbw_gbps = \"fast\"\n";
+        let e = format!("{:#}", Topology::parse(text, "t.toml").unwrap_err());
+        assert!(e.starts_with("t.toml:5:"), "{e}");
+        assert!(e.contains("invalid type"), "{e}");
+        let text = "name = \"x\"\n[node]\ngpus = 8\ngpu_modle = \"H100\"\n";
+        let e = format!("{:#}", Topology::parse(text, "t.toml").unwrap_err());
+        assert!(e.starts_with("t.toml:4:") && e.contains("gpu_modle"), "{e}");
+        let text = "name = \"x\"\n[node]\ngpus = 8\n[acceptance]\nmin_fraction = 2.0\n";
+        let e = format!("{:#}", Topology::parse(text, "t.toml").unwrap_err());
+        assert!(e.contains("acceptance.min_fraction"), "{e}");
+        let e = format!(
+            "{:#}",
+            Topology::parse("name = \"x\"\n", "t.toml").unwrap_err()
+        );
+        assert!(e.contains("missing field `node`"), "{e}");
+    }
+}

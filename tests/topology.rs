@@ -1,0 +1,220 @@
+//! Tiers on the simulated cluster (network namespaces, shaped veths, real mpirun):
+//! a node shaped down is named, an unshaped cluster passes, a cut link ends the run.
+//! Needs root and network namespaces; where they are refused the tests say so and
+//! return (CI runs as root).
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const PREFIX: &str = "bt-";
+const SUBNET: &str = "10.78.0";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sim(args: &[&str]) -> Command {
+    let mut c = Command::new(root().join("launch/sim-cluster"));
+    c.args(args)
+        .env("BURNIN_SIM_PREFIX", PREFIX)
+        .current_dir(root());
+    c
+}
+
+/// Bring the cluster up; None (with a message) where namespaces are not allowed.
+fn up(extra: &[&str]) -> Option<()> {
+    let mut args = vec![
+        "up",
+        "--nodes",
+        "4",
+        "--ranks-per-node",
+        "2",
+        "--rate",
+        "2gbit",
+        "--subnet",
+        SUBNET,
+    ];
+    args.extend_from_slice(extra);
+    let r = run_bounded(sim(&args), Duration::from_secs(60));
+    if r.code != Some(0) {
+        eprintln!(
+            "SKIPPED: the simulated cluster needs root and network namespaces here: {}",
+            r.all()
+        );
+        return None;
+    }
+    Some(())
+}
+
+struct Down;
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = run_bounded(sim(&["down"]), Duration::from_secs(60));
+    }
+}
+
+fn sweep(out: &Path, limit: Duration) -> Run {
+    let b = bin();
+    let o = out.to_str().unwrap();
+    let topo = root().join("topologies/sim-4node.toml");
+    let args = [
+        "exec",
+        "--",
+        b,
+        "sweep",
+        "--backend",
+        "mpi",
+        "-c",
+        "all_reduce,all_gather",
+        "-b",
+        "64K",
+        "-e",
+        "16M",
+        "--tiers",
+        "all",
+        "--topology",
+        topo.to_str().unwrap(),
+        "--budget",
+        "0.3",
+        "-w",
+        "1",
+        "--placement",
+        "out",
+        "--out",
+        o,
+    ];
+    run_bounded(sim(&args), limit)
+}
+
+fn run_json(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("run.json")).expect("run.json")).expect("json")
+}
+
+/// Tier median busbw for a collective.
+fn tier_median(run: &serde_json::Value, tier: &str, coll: &str) -> f64 {
+    run["analysis"]["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tier"] == tier && t["collective"] == coll)
+        .unwrap_or_else(|| panic!("tier {tier} {coll}"))["median_gbps"]
+        .as_f64()
+        .unwrap()
+}
+
+// One test, in sequence: the cluster is a shared resource of this machine.
+#[test]
+fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut() {
+    if up(&["--shape", "node3=500mbit"]).is_none() {
+        return;
+    }
+    let _down = Down;
+    let dir = tempfile::tempdir().unwrap();
+
+    // 1. node3 shaped to a quarter of the others: named, and the run fails.
+    let shaped = dir.path().join("shaped");
+    let r = sweep(&shaped, Duration::from_secs(420));
+    assert!(!r.timed_out, "{}", r.all());
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("node3: every pair that includes it runs at"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("suspect node3's link"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("# nodes: node0 ranks [0, 1]; node1 ranks [2, 3]"),
+        "{}",
+        r.stdout
+    );
+    let run = run_json(&shaped);
+    assert_eq!(
+        run["analysis"]["outlier_nodes"],
+        serde_json::json!(["node3"])
+    );
+    assert_eq!(run["outcome"], "fail");
+    let fails: Vec<&serde_json::Value> = run["analysis"]["tiers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["meets_expectation"] == false)
+        .collect();
+    assert!(!fails.is_empty(), "a tier missed its expectation");
+    let intra = tier_median(&run, "intra", "all_reduce");
+    let inter = tier_median(&run, "inter", "all_reduce");
+    assert!(
+        intra > 3.0 * inter,
+        "shared memory ({intra}) far faster than the network ({inter})"
+    );
+    assert_eq!(
+        run["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["wrong"].as_u64())
+            .sum::<u64>(),
+        0
+    );
+
+    // 2. The same cluster without the shaping: no outlier, every tier meets it: PASS.
+    assert!(up(&[]).is_some());
+    let healthy = dir.path().join("healthy");
+    let r = sweep(&healthy, Duration::from_secs(420));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(r.stdout.contains("no outlier node or link"), "{}", r.stdout);
+    let run = run_json(&healthy);
+    assert_eq!(run["analysis"]["outlier_nodes"], serde_json::json!([]));
+    assert_eq!(run["outcome"], "pass");
+
+    // 3. Cut node2's link in the middle of a sweep: the job ends within its deadline,
+    //    and the output names node2 (mpirun's lost daemon) next to burnin's node map.
+    let cut = dir.path().join("cut");
+    let b = bin();
+    let o = cut.to_str().unwrap();
+    let mut c = sim(&[
+        "exec",
+        "--",
+        b,
+        "-T",
+        "10",
+        "sweep",
+        "--backend",
+        "mpi",
+        "-c",
+        "all_reduce",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "100000",
+        "--tiers",
+        "world",
+        "--out",
+        o,
+    ]);
+    c.stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let start = Instant::now();
+    let child = std::thread::spawn(move || run_bounded(c, Duration::from_secs(90)));
+    std::thread::sleep(Duration::from_secs(4));
+    let cut_at = Instant::now();
+    let r = run_bounded(sim(&["cut", "node2"]), Duration::from_secs(30));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let r = child.join().unwrap();
+    let ended = cut_at.elapsed();
+    let _ = run_bounded(sim(&["heal", "node2"]), Duration::from_secs(30));
+    assert!(!r.timed_out, "the cut run hung:\n{}", r.all());
+    assert_ne!(r.code, Some(0), "{}", r.all());
+    assert!(
+        ended < Duration::from_secs(30),
+        "ended {ended:?} after the cut ({:?} in all)",
+        start.elapsed()
+    );
+    assert!(r.all().contains("node2"), "names node2:\n{}", r.all());
+    assert!(r.stdout.contains("node2 ranks [4, 5]"), "{}", r.stdout);
+}
