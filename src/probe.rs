@@ -136,6 +136,11 @@ pub fn render_table(rows: &[RankProbe]) -> String {
 
 /// `burnin probe`.
 pub fn run(world: &World, global: &GlobalArgs, args: &ProbeArgs) -> Result<Outcome> {
+    if global.backend == crate::cli::BackendChoice::Nccl {
+        // `--backend nccl` asks for NCCL: every rank checks, and one line says which
+        // cannot and why (the same agreed check as the sweep's).
+        crate::backend::resolve(world, global)?;
+    }
     let mine = probe_rank(world, global);
     let all = world.gather_json(&mine)?;
     if let Some(rows) = all {
