@@ -1,5 +1,15 @@
 //! CUDA driver and GPU discovery through cudarc (dynamically loaded: a machine with
 //! no driver gets an explanation, never a panic).
+//!
+//! cudarc's `dynamic-loading` resolves `libcuda` on the first driver call and panics
+//! when it is absent, so every entry point here asks
+//! `cudarc::driver::sys::is_culib_present()` first — each time, since it is cheap and
+//! nothing else guards the cudarc calls that follow. cudarc's bindings are generated
+//! for one CUDA version (the `cuda-13000` feature: CUDA 13.0, driver 580 or newer) and
+//! resolve renamed entry points such as `cuEventElapsedTime_v2` that older drivers
+//! lack, so [`ready`] also refuses a driver older than the bindings, with a message
+//! that says so, rather than letting cudarc panic on a missing symbol later.
+use cudarc::driver::{result, sys, DriverError};
 use serde::{Deserialize, Serialize};
 
 /// One GPU as the CUDA driver reports it.
@@ -17,15 +27,255 @@ pub struct GpuInfo {
 pub struct GpuInventory {
     pub driver_version: Option<String>,
     pub gpus: Vec<GpuInfo>,
-    /// Why no GPU is usable (no driver library, init failed, zero devices).
+    /// Why no GPU is usable (no driver library, init failed, zero devices, a driver
+    /// older than the CUDA version burnin was built for).
     pub error: Option<String>,
+}
+
+/// The CUDA version cudarc's bindings were generated for (`cuda-13000` → 13000).
+pub const BUILT_FOR_CUDA: i32 = sys::CUDA_VERSION as i32;
+
+/// Oldest driver whose entry points [`inventory`] uses (`cuDeviceGetUuid_v2`: 11.4).
+const OLDEST_DRIVER_TO_LIST: i32 = 11040;
+
+/// "13.0" from the driver's 13000, "12.4" from 12040.
+pub fn cuda_version_text(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// A UUID the way nvidia-smi prints it: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`.
+pub fn format_uuid(bytes: &[u8; 16]) -> String {
+    let hex = |r: std::ops::Range<usize>| -> String {
+        bytes[r].iter().map(|b| format!("{b:02x}")).collect()
+    };
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex(0..4),
+        hex(4..6),
+        hex(6..8),
+        hex(8..10),
+        hex(10..16)
+    )
+}
+
+/// Whether a driver of version `driver` can run code built against cudarc's bindings
+/// for `built_for`; the error says what to do.
+pub fn compatible(driver: i32, built_for: i32) -> Result<(), String> {
+    if driver >= built_for {
+        return Ok(());
+    }
+    Err(format!(
+        "the CUDA driver supports CUDA {} but burnin was built for CUDA {} (cudarc feature \
+         {}): update the NVIDIA driver, or rebuild burnin with the cudarc feature {} in \
+         Cargo.toml",
+        cuda_version_text(driver),
+        cuda_version_text(built_for),
+        cudarc_feature(built_for),
+        cudarc_feature(driver)
+    ))
+}
+
+/// cudarc's feature name for a CUDA version: 12040 → "cuda-12040".
+fn cudarc_feature(v: i32) -> String {
+    format!("cuda-{}{:02}0", v / 1000, (v % 1000) / 10)
+}
+
+/// "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
+pub fn driver_error_text(e: DriverError) -> String {
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("CUDA error {}", e.0 as i32));
+    match e.error_string() {
+        Ok(s) => format!("{name} ({})", s.to_string_lossy()),
+        Err(_) => name,
+    }
+}
+
+/// Whether libcuda can be loaded at all. Must be true before any other cudarc driver
+/// call in this process, or cudarc panics.
+fn driver_present() -> bool {
+    // SAFETY: is_culib_present only tries dlopen on libcuda's usual names and closes
+    // what it opened; it touches no CUDA state.
+    unsafe { sys::is_culib_present() }
+}
+
+/// Load and initialise the driver; its version (13000 for CUDA 13.0).
+fn open_driver() -> Result<i32, String> {
+    if !driver_present() {
+        return Err("no CUDA driver found (libcuda.so.1 could not be loaded)".into());
+    }
+    let mut version: std::ffi::c_int = 0;
+    // SAFETY: libcuda is loadable (checked just above), so cudarc's lazy symbol
+    // lookup succeeds; cuDriverGetVersion exists in every driver and writes one int
+    // to a valid pointer. It may be called before cuInit.
+    let rc = unsafe { sys::cuDriverGetVersion(&mut version) };
+    if let Err(e) = rc.result() {
+        return Err(format!(
+            "the CUDA driver could not report its version ({})",
+            driver_error_text(e)
+        ));
+    }
+    if let Err(e) = result::init() {
+        let mut msg = format!(
+            "the CUDA driver {} did not initialise: {}",
+            cuda_version_text(version),
+            driver_error_text(e)
+        );
+        if let Ok(v) = std::env::var("CUDA_VISIBLE_DEVICES") {
+            msg.push_str(&format!(" (CUDA_VISIBLE_DEVICES={v})"));
+        }
+        return Err(msg);
+    }
+    Ok(version)
+}
+
+/// The driver is present, initialised, compatible with this build and sees at least
+/// one GPU: the number of GPUs. Every NCCL path calls this before touching cudarc.
+pub fn ready() -> Result<usize, String> {
+    let version = open_driver()?;
+    compatible(version, BUILT_FOR_CUDA)?;
+    let count = result::device::get_count()
+        .map_err(|e| format!("cuDeviceGetCount failed: {}", driver_error_text(e)))?;
+    if count <= 0 {
+        return Err(no_gpu_text(version));
+    }
+    Ok(count as usize)
+}
+
+fn no_gpu_text(version: i32) -> String {
+    let mut msg = format!("the CUDA driver {} sees no GPU", cuda_version_text(version));
+    if let Ok(v) = std::env::var("CUDA_VISIBLE_DEVICES") {
+        msg.push_str(&format!(" (CUDA_VISIBLE_DEVICES={v})"));
+    }
+    msg
+}
+
+/// One device's description. The driver must be initialised.
+pub fn describe_device(index: usize) -> Result<GpuInfo, String> {
+    let what = |call: &str, e: DriverError| {
+        format!("GPU {index}: {call} failed: {}", driver_error_text(e))
+    };
+    let dev = result::device::get(index as std::ffi::c_int).map_err(|e| what("cuDeviceGet", e))?;
+    let name = result::device::get_name(dev).map_err(|e| what("cuDeviceGetName", e))?;
+    // SAFETY: `dev` came from cuDeviceGet on an initialised driver.
+    let memory =
+        unsafe { result::device::total_mem(dev) }.map_err(|e| what("cuDeviceTotalMem", e))?;
+    let mut bus = [0 as std::ffi::c_char; 64];
+    // SAFETY: the buffer is 64 bytes and we pass its length; the driver writes a
+    // NUL-terminated string of at most that many bytes ("0000:18:00.0" is 13).
+    unsafe { sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), bus.len() as std::ffi::c_int, dev) }
+        .result()
+        .map_err(|e| what("cuDeviceGetPCIBusId", e))?;
+    // SAFETY: the buffer is zero-initialised and longer than anything the driver
+    // writes, so it holds a NUL terminator.
+    let pci = unsafe { std::ffi::CStr::from_ptr(bus.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let uuid = result::device::get_uuid(dev).map_err(|e| what("cuDeviceGetUuid", e))?;
+    let raw: [u8; 16] = uuid.bytes.map(|b| b as u8);
+    Ok(GpuInfo {
+        index,
+        name,
+        memory_bytes: memory as u64,
+        pci_bus_id: pci,
+        uuid: format_uuid(&raw),
+    })
 }
 
 /// Ask the CUDA driver what is there.
 pub fn inventory() -> GpuInventory {
-    GpuInventory {
+    let mut inv = GpuInventory {
         driver_version: None,
         gpus: Vec::new(),
-        error: Some("no CUDA driver found (libcuda.so.1 could not be loaded)".into()),
+        error: None,
+    };
+    let version = match open_driver() {
+        Ok(v) => v,
+        Err(e) => {
+            inv.error = Some(e);
+            return inv;
+        }
+    };
+    inv.driver_version = Some(cuda_version_text(version));
+    if version < OLDEST_DRIVER_TO_LIST {
+        inv.error = Some(format!(
+            "the CUDA driver {} is too old to list GPUs (burnin needs 11.4 or newer)",
+            cuda_version_text(version)
+        ));
+        return inv;
+    }
+    let count = match result::device::get_count() {
+        Ok(n) => n.max(0) as usize,
+        Err(e) => {
+            inv.error = Some(format!("cuDeviceGetCount failed: {}", driver_error_text(e)));
+            return inv;
+        }
+    };
+    for index in 0..count {
+        match describe_device(index) {
+            Ok(g) => inv.gpus.push(g),
+            Err(e) => {
+                inv.error.get_or_insert(e);
+            }
+        }
+    }
+    if count == 0 {
+        inv.error = Some(no_gpu_text(version));
+    } else if let Err(e) = compatible(version, BUILT_FOR_CUDA) {
+        inv.error.get_or_insert(e);
+    }
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_prints_like_nvidia_smi() {
+        let b = [
+            0x2f, 0x0e, 0x3a, 0x51, 0x8c, 0x1d, 0x4b, 0x7e, 0x9a, 0x00, 0x12, 0x34, 0x56, 0x78,
+            0x9a, 0xbc,
+        ];
+        assert_eq!(format_uuid(&b), "GPU-2f0e3a51-8c1d-4b7e-9a00-123456789abc");
+    }
+
+    #[test]
+    fn driver_versions_print_as_major_minor() {
+        assert_eq!(cuda_version_text(13000), "13.0");
+        assert_eq!(cuda_version_text(12040), "12.4");
+        assert_eq!(cuda_version_text(12090), "12.9");
+    }
+
+    #[test]
+    fn older_driver_than_the_bindings_is_explained() {
+        assert!(compatible(13000, 13000).is_ok());
+        assert!(compatible(13010, 13000).is_ok());
+        let e = compatible(12040, 13000).unwrap_err();
+        assert!(
+            e.contains("supports CUDA 12.4")
+                && e.contains("built for CUDA 13.0")
+                && e.contains("cuda-12040"),
+            "{e}"
+        );
+    }
+
+    /// This machine (CI, the dev box) has no NVIDIA driver: the inventory must say so
+    /// in one line instead of letting cudarc panic. On a GPU machine it lists GPUs.
+    #[test]
+    fn inventory_without_a_driver_explains_and_does_not_panic() {
+        let inv = inventory();
+        if driver_present() {
+            eprintln!("a CUDA driver is present here: {inv:?}");
+            return;
+        }
+        assert!(inv.gpus.is_empty());
+        assert_eq!(inv.driver_version, None);
+        let e = inv.error.expect("an explanation");
+        assert!(e.contains("no CUDA driver found"), "{e}");
+        assert!(!e.contains('\n'));
+        let e = ready().unwrap_err();
+        assert!(e.contains("no CUDA driver found"), "{e}");
     }
 }

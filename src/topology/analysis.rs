@@ -406,8 +406,11 @@ mod tests {
 
     fn pairs_points(n: usize, slow: impl Fn(usize, usize) -> bool) -> Vec<Point> {
         let mut v = Vec::new();
-        let mut g = 0;
-        for (a, b) in super::super::pair_rounds(n).into_iter().flatten() {
+        for (g, (a, b)) in super::super::pair_rounds(n)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             let bw = if slow(a, b) { 0.05 } else { 0.2 };
             let (ha, hb) = (format!("node{a}"), format!("node{b}"));
             v.push(point(
@@ -418,7 +421,6 @@ mod tests {
                 1 << 24,
                 bw,
             ));
-            g += 1;
         }
         v
     }

@@ -1,0 +1,803 @@
+//! [`NcclBackend`]: NCCL collectives on one GPU, timed with CUDA events, never hung.
+//!
+//! - Bootstrap: rank 0 of the group makes the 128-byte unique id and broadcasts it over
+//!   the group's MPI communicator (with a status byte, so a failure on rank 0 reaches
+//!   every rank as an error instead of a hang).
+//! - The communicator is created non-blocking (`ncclConfig_t.blocking = 0`). Every NCCL
+//!   call may then answer `ncclInProgress`; burnin polls `ncclCommGetAsyncError` until
+//!   it settles before the next call, as NCCL requires.
+//! - Timing: a batch of `iters` calls is queued back to back, each between two CUDA
+//!   events on the stream; then one wait; then the events' elapsed times are read.
+//! - Every wait polls the stream and the communicator's async error against the
+//!   deadline; on an error or at the deadline it calls `ncclCommAbort` and returns an
+//!   error naming the collective and size, this rank, and how long it waited. The
+//!   process's watchdog is armed too, later, as a backstop in case the abort itself
+//!   hangs.
+//! - In-place follows NCCL: one buffer; all_gather's input is this rank's chunk of it
+//!   (offset rank·chunk), reduce_scatter leaves this rank's chunk at offset rank·chunk.
+//!   NCCL has no in-place alltoall or sendrecv (a send and a receive on one buffer
+//!   race), so their in-place variant first copies the buffer to a scratch buffer on
+//!   the stream and sends from that copy; the copy is inside the timed region.
+use super::device::{cuda_error, Device, DeviceBuffer, StreamState};
+use super::library::{
+    dtype as ndt, redop, Config, NcclLib, NcclResult, RawComm, RawStream, UniqueId,
+    NCCL_IN_PROGRESS, NCCL_SUCCESS, UNIQUE_ID_BYTES,
+};
+use crate::backend::{Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
+use crate::cli::GlobalArgs;
+use crate::error::Agreed;
+use crate::units::Bytes;
+use crate::watchdog::Watchdog;
+use anyhow::{anyhow, bail, Result};
+use cudarc::driver::{result, sys, DriverError};
+use mpi::collective::Root;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use std::cell::{Cell, RefCell};
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How much longer than a step's own deadline the watchdog waits before ending the
+/// job (only if the NCCL abort itself hangs).
+const BACKSTOP: Duration = Duration::from_secs(30);
+/// Longest a communicator's orderly teardown may take before it is aborted instead.
+const TEARDOWN: Duration = Duration::from_secs(10);
+
+/// NCCL's element type for `d`.
+pub fn nccl_dtype(d: Dtype) -> c_int {
+    match d {
+        Dtype::F32 => ndt::FLOAT32,
+        Dtype::F64 => ndt::FLOAT64,
+        Dtype::F16 => ndt::FLOAT16,
+        Dtype::Bf16 => ndt::BFLOAT16,
+        Dtype::I32 => ndt::INT32,
+        Dtype::U8 => ndt::UINT8,
+    }
+}
+
+/// NCCL's reduction for `op`.
+pub fn nccl_op(op: RedOp) -> c_int {
+    match op {
+        RedOp::Sum => redop::SUM,
+        RedOp::Prod => redop::PROD,
+        RedOp::Max => redop::MAX,
+        RedOp::Min => redop::MIN,
+        RedOp::Avg => redop::AVG,
+    }
+}
+
+/// Bytes a call reads from its send buffer and writes to its receive buffer on
+/// `rank` of `n` (module header of `crate::backend` for the counts). The in-place
+/// buffer must hold the larger of the two.
+pub fn needed_bytes(call: &Call, rank: usize, n: usize) -> (usize, usize) {
+    let es = call.dtype.size();
+    let count = call.count;
+    let chunk = count / n.max(1);
+    let is_root = rank == call.root;
+    let (send, recv) = match call.kind {
+        CollKind::AllReduce | CollKind::SendRecv => (count, count),
+        CollKind::AllGather => (chunk, chunk * n),
+        CollKind::ReduceScatter => (chunk * n, chunk),
+        CollKind::AllToAll => (chunk * n, chunk * n),
+        CollKind::Broadcast => (if is_root { count } else { 0 }, count),
+        CollKind::Reduce => (count, if is_root { count } else { 0 }),
+    };
+    (send * es, recv * es)
+}
+
+/// Byte offsets into the one buffer of an in-place call: (send, recv).
+pub fn in_place_offsets(call: &Call, rank: usize, n: usize) -> (usize, usize) {
+    let chunk_bytes = call.count / n.max(1) * call.dtype.size();
+    match call.kind {
+        CollKind::AllGather => (rank * chunk_bytes, 0),
+        CollKind::ReduceScatter => (0, rank * chunk_bytes),
+        _ => (0, 0),
+    }
+}
+
+/// Whether NCCL cannot do `kind` in place without a copy (see the module header).
+fn needs_snapshot(kind: CollKind) -> bool {
+    matches!(kind, CollKind::AllToAll | CollKind::SendRecv)
+}
+
+/// Device addresses for one call.
+#[derive(Clone, Copy)]
+struct Ptrs {
+    send: sys::CUdeviceptr,
+    recv: sys::CUdeviceptr,
+    /// In-place alltoall/sendrecv: copy `bytes` from `recv` to `send` (the scratch
+    /// buffer) before each call.
+    snapshot: Option<usize>,
+}
+
+fn vp(p: sys::CUdeviceptr) -> *mut c_void {
+    p as usize as *mut c_void
+}
+
+/// What stopped a wait.
+enum Failure {
+    Nccl(NcclResult),
+    Cuda(DriverError),
+    Deadline(Duration),
+}
+
+/// What a wait waits for.
+#[derive(Clone, Copy, PartialEq)]
+enum Until {
+    /// The communicator's state leaves ncclInProgress (init, a queued call).
+    CommReady,
+    /// Everything on the stream has finished.
+    StreamIdle,
+}
+
+/// NCCL collectives over one group of ranks, one GPU per rank.
+pub struct NcclBackend {
+    comm: SimpleCommunicator,
+    rank: usize,
+    size: usize,
+    lib: &'static NcclLib,
+    device: Arc<Device>,
+    /// The NCCL communicator; null before init and after an abort.
+    nccl: Cell<RawComm>,
+    /// Why the communicator was aborted, when it was.
+    aborted: RefCell<Option<String>>,
+    /// Timing events, reused across batches (two per iteration).
+    events: RefCell<Vec<sys::CUevent>>,
+    /// Scratch for in-place alltoall/sendrecv.
+    scratch: RefCell<Option<DeviceBuffer>>,
+    /// Deadline for steps without their own (init, copies, teardown).
+    timeout: Duration,
+    watchdog: Arc<Watchdog>,
+}
+
+impl NcclBackend {
+    /// A backend over `comm` (the world or a tier's group) on GPU `local_rank % GPUs`.
+    pub fn new(
+        comm: SimpleCommunicator,
+        local_rank: usize,
+        global: &GlobalArgs,
+        watchdog: Arc<Watchdog>,
+    ) -> Result<NcclBackend> {
+        // gpu::ready first, always: cudarc panics when libcuda is missing.
+        let count = crate::gpu::ready().map_err(|e| anyhow!(e))?;
+        let lib = super::library(global.nccl_lib.as_deref())?;
+        let device = Arc::new(Device::open(super::gpu_for(local_rank, count))?);
+        let timeout = Duration::from_secs_f64(global.timeout.max(0.001));
+        let be = NcclBackend {
+            rank: comm.rank() as usize,
+            size: comm.size() as usize,
+            comm,
+            lib,
+            device,
+            nccl: Cell::new(std::ptr::null_mut()),
+            aborted: RefCell::new(None),
+            events: RefCell::new(Vec::new()),
+            scratch: RefCell::new(None),
+            timeout,
+            watchdog,
+        };
+        let id = be.share_unique_id()?;
+        be.init_comm(id)?;
+        Ok(be)
+    }
+
+    /// Rank 0 makes the unique id; everyone gets it (or rank 0's error) over MPI.
+    fn share_unique_id(&self) -> Result<UniqueId> {
+        // [status, 128 bytes]: status 1 = id follows, 0 = rank 0's error text follows.
+        let mut msg = [0u8; 1 + UNIQUE_ID_BYTES];
+        if self.rank == 0 {
+            // Whatever happens here, rank 0 must still join the broadcast below, or
+            // the others wait for it until the watchdog ends the job.
+            match self.make_unique_id() {
+                Ok(id) => {
+                    msg[0] = 1;
+                    for (m, b) in msg[1..].iter_mut().zip(id.internal) {
+                        *m = b as u8;
+                    }
+                }
+                Err(text) => {
+                    let n = text.len().min(UNIQUE_ID_BYTES);
+                    msg[1..1 + n].copy_from_slice(&text.as_bytes()[..n]);
+                }
+            }
+        }
+        {
+            let _guard = self
+                .watchdog
+                .arm("sharing the NCCL unique id from group rank 0", self.timeout);
+            self.comm.process_at_rank(0).broadcast_into(&mut msg[..]);
+        }
+        if msg[0] != 1 {
+            let text = String::from_utf8_lossy(&msg[1..]);
+            bail!(Agreed(format!(
+                "ncclGetUniqueId failed on group rank 0: {}",
+                text.trim_end_matches('\0')
+            )));
+        }
+        let mut id = UniqueId {
+            internal: [0; UNIQUE_ID_BYTES],
+        };
+        for (i, b) in id.internal.iter_mut().zip(&msg[1..]) {
+            *i = *b as _;
+        }
+        Ok(id)
+    }
+
+    /// ncclGetUniqueId, or why not.
+    fn make_unique_id(&self) -> std::result::Result<UniqueId, String> {
+        self.device.bind().map_err(|e| format!("{e:#}"))?;
+        let mut id = UniqueId {
+            internal: [0; UNIQUE_ID_BYTES],
+        };
+        // SAFETY: ncclGetUniqueId writes one ncclUniqueId through a valid pointer.
+        let rc = unsafe { (self.lib.get_unique_id)(&mut id) };
+        if rc == NCCL_SUCCESS {
+            Ok(id)
+        } else {
+            Err(self.lib.explain(rc))
+        }
+    }
+
+    /// ncclCommInitRankConfig, non-blocking, waited for within the timeout.
+    fn init_comm(&self, id: UniqueId) -> Result<()> {
+        let what = format!(
+            "creating the NCCL communicator ({} ranks, NCCL {})",
+            self.size, self.lib.version
+        );
+        let Some(mut config) = Config::non_blocking(self.lib.version) else {
+            bail!(
+                "NCCL {} has no non-blocking communicators (burnin needs 2.14 or newer)",
+                self.lib.version
+            )
+        };
+        self.device.bind()?;
+        let since = Instant::now();
+        let _guard = self.watchdog.arm(&what, self.timeout + BACKSTOP);
+        let mut raw: RawComm = std::ptr::null_mut();
+        // SAFETY: `raw` and `config` are valid for writes/reads for the whole call and
+        // `config` outlives the wait below (NCCL copies it during the call anyway);
+        // its header says how many bytes this NCCL may read (Config::for_version).
+        // This thread's current context is this rank's GPU (bind above), which NCCL
+        // takes as the communicator's device. nranks and rank come from the MPI
+        // communicator, so 0 <= rank < nranks and every rank passes the same id.
+        let rc = unsafe {
+            (self.lib.comm_init_rank_config)(
+                &mut raw,
+                self.size as c_int,
+                id,
+                self.rank as c_int,
+                &mut config,
+            )
+        };
+        self.nccl.set(raw);
+        match rc {
+            NCCL_SUCCESS | NCCL_IN_PROGRESS => {}
+            e => return Err(self.fail(&what, since, Failure::Nccl(e))),
+        }
+        self.wait(Until::CommReady, &what, self.timeout, since)
+    }
+
+    /// The communicator's state (`ncclCommGetAsyncError`), or the call's own error.
+    fn comm_state(&self) -> NcclResult {
+        let comm = self.nccl.get();
+        if comm.is_null() {
+            return NCCL_SUCCESS;
+        }
+        let mut state: NcclResult = NCCL_SUCCESS;
+        // SAFETY: `comm` is this backend's live communicator (non-null: not aborted,
+        // not destroyed); the result is written through a valid pointer.
+        let rc = unsafe { (self.lib.comm_get_async_error)(comm, &mut state) };
+        if rc != NCCL_SUCCESS {
+            rc
+        } else {
+            state
+        }
+    }
+
+    /// Poll until `until` holds, NCCL or CUDA reports an error, or `deadline` (counted
+    /// from `since`) passes; the last two abort the communicator.
+    fn wait(&self, until: Until, what: &str, deadline: Duration, since: Instant) -> Result<()> {
+        let start = Instant::now();
+        loop {
+            match self.comm_state() {
+                NCCL_SUCCESS if until == Until::CommReady => return Ok(()),
+                NCCL_SUCCESS | NCCL_IN_PROGRESS => {}
+                e => return Err(self.fail(what, since, Failure::Nccl(e))),
+            }
+            if until == Until::StreamIdle {
+                match self.device.query() {
+                    Ok(StreamState::Idle) => return Ok(()),
+                    Ok(StreamState::Busy) => {}
+                    Err(e) => return Err(self.fail(what, since, Failure::Cuda(e))),
+                }
+            }
+            if since.elapsed() >= deadline {
+                return Err(self.fail(what, since, Failure::Deadline(deadline)));
+            }
+            // Events hold the timing, so polling only costs CPU: spin briefly for
+            // short calls, then back off.
+            let waited = start.elapsed();
+            if waited < Duration::from_millis(1) {
+                std::thread::yield_now();
+            } else if waited < Duration::from_millis(100) {
+                std::thread::sleep(Duration::from_micros(50));
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// Abort the communicator and describe why, naming this rank and the wait.
+    fn fail(&self, what: &str, since: Instant, why: Failure) -> anyhow::Error {
+        let waited = since.elapsed().as_secs_f64();
+        let reason = match why {
+            Failure::Nccl(rc) => {
+                let comm = self.nccl.get();
+                // SAFETY: `comm` is null or still live (the abort comes after).
+                let detail = unsafe { self.lib.last_error(comm) };
+                match detail {
+                    Some(d) => format!("NCCL reported {}: {d}", self.lib.explain(rc)),
+                    None => format!("NCCL reported {}", self.lib.explain(rc)),
+                }
+            }
+            Failure::Cuda(e) => format!("CUDA reported {}", crate::gpu::driver_error_text(e)),
+            Failure::Deadline(d) => format!(
+                "not complete within the {:.0} s deadline (-T/--timeout): a peer is missing, \
+                 hung or cut off",
+                d.as_secs_f64()
+            ),
+        };
+        let had_comm = !self.nccl.get().is_null();
+        self.abort(&reason);
+        anyhow!(
+            "{what}: {reason} (group rank {} of {}, GPU {}, after {waited:.1} s){}",
+            self.rank,
+            self.size,
+            self.device.ordinal(),
+            if had_comm {
+                "; the NCCL communicator was aborted"
+            } else {
+                ""
+            }
+        )
+    }
+
+    /// ncclCommAbort, once; the device is poisoned (see `device`'s header).
+    fn abort(&self, why: &str) {
+        let comm = self.nccl.replace(std::ptr::null_mut());
+        self.device.poison();
+        self.aborted
+            .borrow_mut()
+            .get_or_insert_with(|| why.to_string());
+        if !comm.is_null() {
+            // SAFETY: `comm` was this backend's live communicator; it was taken out
+            // of the cell above, so it is aborted once and never used again.
+            unsafe { (self.lib.comm_abort)(comm) };
+        }
+    }
+
+    /// Settle one NCCL call's return code (ncclInProgress: poll until queued).
+    fn queued(&self, rc: NcclResult, what: &str, ctx: &WaitCtx, since: Instant) -> Result<()> {
+        match rc {
+            NCCL_SUCCESS => Ok(()),
+            NCCL_IN_PROGRESS => self.wait(Until::CommReady, what, ctx.deadline, since),
+            e => Err(self.fail(what, since, Failure::Nccl(e))),
+        }
+    }
+
+    /// Refuse work once the communicator has been aborted (the GPU may be stuck).
+    fn alive(&self, what: &str) -> Result<()> {
+        match self.aborted.borrow().as_ref() {
+            Some(why) => {
+                bail!("{what}: the NCCL communicator of this group was aborted earlier ({why})")
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn device_buffer<'a>(&self, buf: &'a Buffer) -> Result<&'a DeviceBuffer> {
+        match buf {
+            Buffer::Device(d) if d.on(&self.device) => Ok(d),
+            Buffer::Device(_) => bail!("the nccl backend was given another GPU's buffer"),
+            Buffer::Host(_) => bail!("the nccl backend was given a host buffer"),
+        }
+    }
+
+    /// Wait for the stream after a copy (no NCCL involved, but never unbounded).
+    fn wait_copy(&self, what: &str) -> Result<()> {
+        self.wait(Until::StreamIdle, what, self.timeout, Instant::now())
+    }
+
+    /// Make sure there are `n` timing events.
+    fn ensure_events(&self, n: usize) -> Result<()> {
+        let mut events = self.events.borrow_mut();
+        if events.len() < n {
+            let more = self
+                .device
+                .new_events(n - events.len())
+                .map_err(|e| cuda_error("creating timing events", e))?;
+            events.extend(more);
+        }
+        Ok(())
+    }
+
+    /// A scratch buffer of at least `bytes`; its address.
+    fn scratch(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
+        let mut s = self.scratch.borrow_mut();
+        if s.as_ref().map(|b| b.len() < bytes).unwrap_or(true) {
+            *s = None; // free the old one first
+            *s = Some(DeviceBuffer::alloc(&self.device, bytes)?);
+        }
+        Ok(s.as_ref().map(|b| b.ptr()).unwrap_or(0))
+    }
+
+    /// Queue one call on the stream.
+    fn launch(&self, call: &Call, p: Ptrs, ctx: &WaitCtx, since: Instant) -> Result<()> {
+        let lib = self.lib;
+        let comm = self.nccl.get();
+        let stream = self.device.raw_stream() as RawStream;
+        let dt = nccl_dtype(call.dtype);
+        let op = nccl_op(call.op);
+        let n = self.size;
+        let es = call.dtype.size();
+        let count = call.count;
+        let chunk = count / n;
+        let root = call.root as c_int;
+        let what = ctx.what.as_str();
+        if let Some(bytes) = p.snapshot {
+            // SAFETY: `send` is the scratch buffer and `recv` the call's buffer, both at
+            // least `bytes` long (plan_ptrs) and distinct allocations on this GPU; the
+            // copy is ordered on the stream before the sends that read the scratch.
+            unsafe { result::memcpy_dtod_async(p.send, p.recv, bytes, stream as sys::CUstream) }
+                .map_err(|e| cuda_error("copying the in-place buffer aside", e))?;
+        }
+        // SAFETY (every NCCL call below): `comm` is this backend's live communicator
+        // (run_timed checked it is not aborted) and `stream` its stream on the same
+        // GPU. plan_ptrs checked that the buffers hold what needed_bytes says this
+        // call reads and writes on this rank, at the offsets used here (chunk·peer <
+        // chunk·n); they are device memory on this GPU and stay allocated until the
+        // stream is idle (run_timed waits before it returns, and poisons the device
+        // — so nothing is freed — when it cannot). Counts are element counts of
+        // `dt`; root < n was checked by the sweep plan; peers are in 0..n.
+        let rc = unsafe {
+            match call.kind {
+                CollKind::AllReduce => {
+                    (lib.all_reduce)(vp(p.send), vp(p.recv), count, dt, op, comm, stream)
+                }
+                CollKind::AllGather => {
+                    (lib.all_gather)(vp(p.send), vp(p.recv), chunk, dt, comm, stream)
+                }
+                CollKind::ReduceScatter => {
+                    (lib.reduce_scatter)(vp(p.send), vp(p.recv), chunk, dt, op, comm, stream)
+                }
+                CollKind::Broadcast => {
+                    (lib.broadcast)(vp(p.send), vp(p.recv), count, dt, root, comm, stream)
+                }
+                CollKind::Reduce => {
+                    (lib.reduce)(vp(p.send), vp(p.recv), count, dt, op, root, comm, stream)
+                }
+                CollKind::AllToAll => {
+                    let rc = (lib.group_start)();
+                    if rc != NCCL_SUCCESS {
+                        return Err(self.fail(what, since, Failure::Nccl(rc)));
+                    }
+                    let mut first_err = NCCL_SUCCESS;
+                    for peer in 0..n {
+                        let off = (peer * chunk * es) as u64;
+                        let s =
+                            (lib.send)(vp(p.send + off), chunk, dt, peer as c_int, comm, stream);
+                        let r =
+                            (lib.recv)(vp(p.recv + off), chunk, dt, peer as c_int, comm, stream);
+                        for rc in [s, r] {
+                            if first_err == NCCL_SUCCESS && rc != NCCL_SUCCESS {
+                                first_err = rc;
+                            }
+                        }
+                    }
+                    let end = (lib.group_end)();
+                    if first_err != NCCL_SUCCESS {
+                        first_err
+                    } else {
+                        end
+                    }
+                }
+                CollKind::SendRecv => {
+                    let to = ((self.rank + 1) % n) as c_int;
+                    let from = ((self.rank + n - 1) % n) as c_int;
+                    let rc = (lib.group_start)();
+                    if rc != NCCL_SUCCESS {
+                        return Err(self.fail(what, since, Failure::Nccl(rc)));
+                    }
+                    let s = (lib.send)(vp(p.send), count, dt, to, comm, stream);
+                    let r = (lib.recv)(vp(p.recv), count, dt, from, comm, stream);
+                    let end = (lib.group_end)();
+                    [s, r, end]
+                        .into_iter()
+                        .find(|rc| *rc != NCCL_SUCCESS)
+                        .unwrap_or(NCCL_SUCCESS)
+                }
+            }
+        };
+        self.queued(rc, what, ctx, since)
+    }
+
+    /// Check the buffers against the call and work out the addresses.
+    fn plan_ptrs(&self, call: &Call, bufs: &Bufs<'_>) -> Result<Ptrs> {
+        let (send_need, recv_need) = needed_bytes(call, self.rank, self.size);
+        let short = |which: &str, have: usize, need: usize| {
+            anyhow!(
+                "{}: the {which} buffer has {} but the call needs {} on this rank",
+                call.describe(),
+                Bytes(have as u64),
+                Bytes(need as u64)
+            )
+        };
+        match bufs {
+            Bufs::OutOfPlace { send, recv } => {
+                let (s, r) = (self.device_buffer(send)?, self.device_buffer(recv)?);
+                if s.len() < send_need {
+                    return Err(short("send", s.len(), send_need));
+                }
+                if r.len() < recv_need {
+                    return Err(short("receive", r.len(), recv_need));
+                }
+                Ok(Ptrs {
+                    send: s.ptr(),
+                    recv: r.ptr(),
+                    snapshot: None,
+                })
+            }
+            Bufs::InPlace(buf) => {
+                let b = self.device_buffer(buf)?;
+                let need = send_need.max(recv_need);
+                if b.len() < need {
+                    return Err(short("in-place", b.len(), need));
+                }
+                if needs_snapshot(call.kind) {
+                    let scratch = self.scratch(send_need.max(1))?;
+                    return Ok(Ptrs {
+                        send: scratch,
+                        recv: b.ptr(),
+                        snapshot: (send_need > 0).then_some(send_need),
+                    });
+                }
+                let (so, ro) = in_place_offsets(call, self.rank, self.size);
+                Ok(Ptrs {
+                    send: b.ptr() + so as u64,
+                    recv: b.ptr() + ro as u64,
+                    snapshot: None,
+                })
+            }
+        }
+    }
+
+    /// Orderly teardown: ncclCommFinalize, wait (bounded), ncclCommDestroy; abort
+    /// instead when that fails or takes too long.
+    fn teardown(&mut self) {
+        let comm = self.nccl.get();
+        if comm.is_null() {
+            return;
+        }
+        let _ = self.device.bind();
+        let limit = TEARDOWN.min(self.timeout);
+        let _guard = self
+            .watchdog
+            .arm("tearing down the NCCL communicator", limit + BACKSTOP);
+        // SAFETY: `comm` is live (non-null in the cell); finalize only flushes it.
+        let rc = unsafe { (self.lib.comm_finalize)(comm) };
+        let mut ok = rc == NCCL_SUCCESS || rc == NCCL_IN_PROGRESS;
+        let since = Instant::now();
+        while ok {
+            match self.comm_state() {
+                NCCL_SUCCESS => break,
+                NCCL_IN_PROGRESS if since.elapsed() < limit => {
+                    std::thread::sleep(Duration::from_micros(200))
+                }
+                _ => ok = false,
+            }
+        }
+        self.nccl.set(std::ptr::null_mut());
+        if ok {
+            // SAFETY: finalized and quiescent; destroyed once (the cell is cleared).
+            unsafe { (self.lib.comm_destroy)(comm) };
+        } else {
+            self.device.poison();
+            // SAFETY: live communicator, aborted once (the cell is cleared).
+            unsafe { (self.lib.comm_abort)(comm) };
+        }
+    }
+}
+
+impl Drop for NcclBackend {
+    fn drop(&mut self) {
+        self.teardown();
+        if self.device.bind().is_ok() {
+            let events = std::mem::take(self.events.get_mut());
+            self.device.destroy_events(&events);
+        }
+        // The scratch buffer and the device drop after this (freed unless poisoned).
+    }
+}
+
+impl Backend for NcclBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Nccl
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn control(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+    fn supports(&self, _dtype: Dtype, _op: Option<RedOp>) -> bool {
+        // Every type and op burnin knows exists since NCCL 2.10; burnin needs 2.14.
+        true
+    }
+    fn alloc(&self, bytes: usize) -> Result<Buffer> {
+        Ok(Buffer::Device(DeviceBuffer::alloc(&self.device, bytes)?))
+    }
+    fn upload(&self, buf: &mut Buffer, src: &[u8]) -> Result<()> {
+        let d = self.device_buffer(buf)?;
+        if src.len() > d.len() {
+            bail!(
+                "upload of {} bytes into a {}-byte buffer",
+                src.len(),
+                d.len()
+            );
+        }
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.alive("copying to the GPU")?;
+        self.device.bind()?;
+        // SAFETY: the destination holds >= src.len() bytes (checked); the copy is
+        // queued on the stream, after any earlier work on the buffer. From pageable
+        // memory the driver stages `src` before returning, and we wait for the stream
+        // before returning anyway.
+        unsafe { result::memcpy_htod_async(d.ptr(), src, self.device.raw_stream()) }
+            .map_err(|e| cuda_error("copying to the GPU", e))?;
+        self.wait_copy(&format!(
+            "copying {} to GPU {}",
+            Bytes(src.len() as u64),
+            self.device.ordinal()
+        ))
+    }
+    fn download(&self, buf: &Buffer, dst: &mut [u8]) -> Result<()> {
+        let d = self.device_buffer(buf)?;
+        if dst.len() > d.len() {
+            bail!(
+                "download of {} bytes from a {}-byte buffer",
+                dst.len(),
+                d.len()
+            );
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.alive("copying from the GPU")?;
+        self.device.bind()?;
+        // SAFETY: the source holds >= dst.len() bytes (checked) and `dst` is a valid,
+        // exclusively borrowed host slice of that length. Into pageable memory the
+        // driver returns only once the copy is done; the wait below covers the rest.
+        unsafe { result::memcpy_dtoh_async(dst, d.ptr(), self.device.raw_stream()) }
+            .map_err(|e| cuda_error("copying from the GPU", e))?;
+        self.wait_copy(&format!(
+            "copying {} from GPU {}",
+            Bytes(dst.len() as u64),
+            self.device.ordinal()
+        ))
+    }
+    fn reduce_scatter_in_place_offset(&self, chunk_bytes: usize) -> usize {
+        self.rank * chunk_bytes
+    }
+    fn run_timed(
+        &self,
+        call: &Call,
+        bufs: Bufs<'_>,
+        iters: usize,
+        ctx: &WaitCtx,
+    ) -> Result<Vec<f64>> {
+        self.alive(&ctx.what)?;
+        if call.root >= self.size {
+            bail!(
+                "{}: root {} is not a rank of this {}-rank group",
+                ctx.what,
+                call.root,
+                self.size
+            );
+        }
+        if iters == 0 {
+            return Ok(Vec::new());
+        }
+        self.device.bind()?;
+        let ptrs = self.plan_ptrs(call, &bufs)?;
+        self.ensure_events(2 * iters)?;
+        let events = self.events.borrow();
+        let since = Instant::now();
+        let _guard = self.watchdog.arm(&ctx.what, ctx.deadline + BACKSTOP);
+        for i in 0..iters {
+            // SAFETY: events[0..2·iters] exist (ensure_events) and live until Drop.
+            unsafe { self.device.record(events[2 * i]) }
+                .map_err(|e| cuda_error("recording a timing event", e))?;
+            self.launch(call, ptrs, ctx, since)?;
+            // SAFETY: as above.
+            unsafe { self.device.record(events[2 * i + 1]) }
+                .map_err(|e| cuda_error("recording a timing event", e))?;
+        }
+        self.wait(Until::StreamIdle, &ctx.what, ctx.deadline, since)?;
+        let mut times = Vec::with_capacity(iters);
+        for i in 0..iters {
+            // SAFETY: both events were recorded on this stream in this batch and the
+            // stream is idle, so they have completed.
+            let ms = unsafe { self.device.elapsed_ms(events[2 * i], events[2 * i + 1]) }
+                .map_err(|e| cuda_error("reading a timing event", e))?;
+            times.push(f64::from(ms) / 1e3);
+        }
+        Ok(times)
+    }
+    fn describe(&self) -> String {
+        let g = &self.device.info;
+        format!(
+            "NCCL {} on GPU {} {} (PCI {})",
+            self.lib.version, g.index, g.name, g.pci_bus_id
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(kind: CollKind, count: usize, dtype: Dtype, root: usize) -> Call {
+        Call {
+            kind,
+            dtype,
+            op: RedOp::Sum,
+            root,
+            count,
+            in_place: false,
+        }
+    }
+
+    #[test]
+    fn buffer_needs_follow_nccl_tests_counts() {
+        let n = 4;
+        let c = |k| call(k, 1024, Dtype::F32, 1);
+        assert_eq!(needed_bytes(&c(CollKind::AllReduce), 0, n), (4096, 4096));
+        assert_eq!(needed_bytes(&c(CollKind::AllGather), 0, n), (1024, 4096));
+        assert_eq!(
+            needed_bytes(&c(CollKind::ReduceScatter), 0, n),
+            (4096, 1024)
+        );
+        assert_eq!(needed_bytes(&c(CollKind::AllToAll), 0, n), (4096, 4096));
+        assert_eq!(needed_bytes(&c(CollKind::SendRecv), 0, n), (4096, 4096));
+        // Rooted: only the root reads (broadcast) or gets (reduce) the message.
+        assert_eq!(needed_bytes(&c(CollKind::Broadcast), 0, n), (0, 4096));
+        assert_eq!(needed_bytes(&c(CollKind::Broadcast), 1, n), (4096, 4096));
+        assert_eq!(needed_bytes(&c(CollKind::Reduce), 0, n), (4096, 0));
+        assert_eq!(needed_bytes(&c(CollKind::Reduce), 1, n), (4096, 4096));
+    }
+
+    #[test]
+    fn in_place_offsets_are_nccls() {
+        let n = 4;
+        let ag = call(CollKind::AllGather, 1024, Dtype::F16, 0);
+        // chunk = 256 elements × 2 bytes; rank 3's input sits at 3 chunks.
+        assert_eq!(in_place_offsets(&ag, 3, n), (3 * 512, 0));
+        let rs = call(CollKind::ReduceScatter, 1024, Dtype::F16, 0);
+        assert_eq!(in_place_offsets(&rs, 2, n), (0, 2 * 512));
+        let ar = call(CollKind::AllReduce, 1024, Dtype::F16, 0);
+        assert_eq!(in_place_offsets(&ar, 2, n), (0, 0));
+    }
+
+    #[test]
+    fn every_dtype_and_op_has_an_nccl_value() {
+        let d: Vec<c_int> = Dtype::ALL.iter().map(|d| nccl_dtype(*d)).collect();
+        assert_eq!(d, vec![7, 8, 6, 9, 2, 1]);
+        let o: Vec<c_int> = RedOp::ALL.iter().map(|o| nccl_op(*o)).collect();
+        assert_eq!(o, vec![0, 1, 2, 3, 4]);
+    }
+}
