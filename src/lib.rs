@@ -10,6 +10,7 @@ pub mod report;
 pub mod results;
 pub mod stats;
 pub mod sweep;
+pub mod train;
 pub mod units;
 pub mod watchdog;
 pub mod world;
