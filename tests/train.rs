@@ -509,6 +509,13 @@ fn sigkill_while_checkpointing_never_leaves_a_torn_checkpoint_to_resume() {
                 std::thread::sleep(Duration::from_millis(5));
             }
             std::thread::sleep(Duration::from_millis(rng.below(400)));
+            if let Some(st) = child.try_wait().unwrap() {
+                panic!(
+                    "attempt {attempt} ended by itself ({st}) before the kill:\n{}\n{}",
+                    text(&log),
+                    text(&log.with_extension("err"))
+                );
+            }
             let ranks = children(mpirun_pid);
             if attempt % 2 == 0 {
                 // The whole job at once (a node lost with everything on it).

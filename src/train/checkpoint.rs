@@ -479,6 +479,10 @@ pub struct ShardWritten {
     pub entry: ShardEntry,
     /// write + fsync + rename + directory fsync.
     pub write_s: f64,
+    /// Of which `Tensor::write_safetensors` (serialising into the page cache).
+    pub serialize_s: f64,
+    /// Of which the file's fsync.
+    pub fsync_s: f64,
     /// Reading the file back from the page cache to checksum it.
     pub hash_s: f64,
 }
@@ -498,6 +502,7 @@ fn write_shard(
     let t0 = Instant::now();
     Tensor::write_safetensors(tensors, &tmp)
         .with_context(|| format!("cannot write {}", tmp.display()))?;
+    let serialize_s = t0.elapsed().as_secs_f64();
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -528,6 +533,8 @@ fn write_shard(
             sha256: sha,
         },
         write_s,
+        serialize_s,
+        fsync_s: written - serialize_s,
         hash_s,
     })
 }
@@ -543,6 +550,11 @@ pub struct CkptWrite {
     pub write_s: f64,
     /// All shards' bytes / slowest rank's write time.
     pub write_gbps: f64,
+    /// Slowest rank's `write_safetensors` (tch copies every tensor into a fresh
+    /// buffer, then writes it to the page cache): CPU and memory, not storage.
+    pub serialize_s: f64,
+    /// Slowest rank's fsync of its shard: what the storage costs.
+    pub fsync_s: f64,
     /// Slowest rank's read-back for the checksum (page cache).
     pub hash_s: f64,
     /// Training stopped this long for the checkpoint (rank 0: start to manifest and
@@ -665,6 +677,8 @@ pub fn save(
                         bytes,
                         write_s,
                         write_gbps: crate::units::GBps::from_bytes_secs(bytes, write_s).0,
+                        serialize_s: shards.iter().map(|s| s.serialize_s).fold(0.0, f64::max),
+                        fsync_s: shards.iter().map(|s| s.fsync_s).fold(0.0, f64::max),
                         hash_s: shards.iter().map(|s| s.hash_s).fold(0.0, f64::max),
                         stall_s: 0.0,
                         pruned: doomed_dirs.iter().map(|d| d.0).collect(),

@@ -278,17 +278,35 @@ pub fn summary(r: &TrainReport) -> String {
     }
     if !r.checkpoints.is_empty() {
         let stall: f64 = r.checkpoints.iter().map(|c| c.stall_s).sum();
-        let w = stats::median(&r.checkpoints.iter().map(|c| c.write_s).collect::<Vec<_>>());
+        let med = |f: fn(&CkptWrite) -> f64| {
+            stats::median(&r.checkpoints.iter().map(f).collect::<Vec<_>>())
+        };
         row(
             "checkpoints",
             format!(
-                "{} written, median write {:.3} s, training stalled {:.3} s in all",
+                "{} written, median write {:.3} s (serialize {:.3}, fsync {:.3}) + checksum {:.3} s, training stalled {:.3} s in all",
                 r.checkpoints.len(),
-                w,
+                med(|c| c.write_s),
+                med(|c| c.serialize_s),
+                med(|c| c.fsync_s),
+                med(|c| c.hash_s),
                 stall
             ),
         );
     }
+    row(
+        "determinism",
+        match r.determinism.cuda_deterministic_enabled {
+            None => format!(
+                "CPU, {} libtorch thread(s) per rank",
+                r.determinism.torch_threads
+            ),
+            Some(on) => format!(
+                "CUDA deterministic algorithms requested, libtorch reports {}",
+                if on { "on" } else { "OFF" }
+            ),
+        },
+    );
     row("final weights sha256", r.final_weights_sha256.clone());
     row(
         "replicas agree",
