@@ -1060,7 +1060,9 @@ pub fn read_back(ctx: &CkptCtx, model: &Model, step: u64) -> Result<Option<ReadB
 
 /// Human size for messages.
 pub fn size(b: u64) -> String {
-    if b >= 1 << 20 {
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+    } else if b >= 1 << 20 {
         format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
     } else {
         Bytes(b).to_string()

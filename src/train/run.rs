@@ -38,18 +38,43 @@ fn agreed(e: anyhow::Error) -> anyhow::Error {
 /// Fail as an agreed error naming the ranks that reported a problem.
 fn agree_on_problems(world: &World, mine: Option<String>, what: &str) -> Result<()> {
     let all: Vec<Option<String>> = world.all_gather_json(&mine)?;
-    let bad: Vec<String> = all
+    let bad: Vec<(usize, &String)> = all
         .iter()
         .enumerate()
-        .filter_map(|(r, p)| {
-            p.as_ref()
-                .map(|p| format!("{}: {p}", world.describe_rank(r)))
-        })
+        .filter_map(|(r, p)| p.as_ref().map(|p| (r, p)))
         .collect();
-    if bad.is_empty() {
-        Ok(())
+    let Some(&(_, first)) = bad.first() else {
+        return Ok(());
+    };
+    if bad.len() == world.size && bad.iter().all(|(_, p)| *p == first) {
+        bail!(Agreed(format!("{what}: {first} (on every rank)")));
+    }
+    let shown: Vec<String> = bad
+        .iter()
+        .take(4)
+        .map(|(r, p)| format!("{}: {p}", world.describe_rank(*r)))
+        .collect();
+    let more = if bad.len() > 4 {
+        format!("; and {} more rank(s)", bad.len() - 4)
     } else {
-        bail!(Agreed(format!("{what}: {}", bad.join("; "))))
+        String::new()
+    };
+    bail!(Agreed(format!("{what}: {}{more}", shown.join("; "))))
+}
+
+/// Physical memory of this host in bytes (0 when unknown).
+fn host_memory() -> u64 {
+    // SAFETY: sysconf only reads system configuration values.
+    let (pages, size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && size > 0 {
+        pages as u64 * size as u64
+    } else {
+        0
     }
 }
 
@@ -275,6 +300,24 @@ pub fn run(
             .err()
             .map(|e| format!("cannot create {}: {e}", plan.ckpt_dir.display()));
         agree_on_problems(world, mine, "--ckpt-dir")?;
+    }
+    if let Some(pad) = plan.ckpt_bytes {
+        // The padding lives in memory and tch copies every tensor once more to write
+        // it: keep the node's ranks well inside the host's memory.
+        let need = pad
+            .saturating_mul(2)
+            .saturating_mul(world.local_size as u64);
+        let have = host_memory();
+        let mine = (have > 0 && need > have / 2).then(|| {
+            format!(
+                "{} per shard needs about {} of memory on a host with {} ranks, more than half of its {}",
+                checkpoint::size(pad),
+                checkpoint::size(need),
+                world.local_size,
+                checkpoint::size(have)
+            )
+        });
+        agree_on_problems(world, mine, "--ckpt-bytes")?;
     }
     let model = Model::new(plan.model, plan.seed, device)?;
     let mut opt = AdamW::new(&model, plan.lr)?;
