@@ -6,7 +6,31 @@
 //! GPU host. When the libtorch that torch-sys found has `libtorch_cuda.so`, we ask for
 //! it explicitly between `--no-as-needed`/`--as-needed`, and we add an rpath to
 //! libtorch's lib directory so the binary runs without `LD_LIBRARY_PATH`.
-use std::path::PathBuf;
+//!
+//! With the `train` feature it also compiles `src/train/deterministic.cpp` (PyTorch's
+//! deterministic-algorithms switch, which tch does not expose) against the headers of
+//! that same libtorch.
+use std::path::{Path, PathBuf};
+
+/// Compile the C++ shim next to libtorch's headers (`DIR/../include`).
+#[cfg(feature = "train")]
+fn compile_shim(lib_dir: &Path) {
+    let src = "src/train/deterministic.cpp";
+    println!("cargo:rerun-if-changed={src}");
+    let include = lib_dir.join("../include");
+    cc::Build::new()
+        .cpp(true)
+        .file(src)
+        .include(&include)
+        .include(include.join("torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .define("_GLIBCXX_USE_CXX11_ABI", "1")
+        .warnings(false)
+        .compile("burnin_deterministic");
+}
+
+#[cfg(not(feature = "train"))]
+fn compile_shim(_lib_dir: &Path) {}
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -14,6 +38,7 @@ fn main() {
     // torch-sys (a direct dependency, `links = "tch"`) exports its lib dir to us.
     if let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
         let dir = PathBuf::from(dir);
+        compile_shim(&dir);
         // PyTorch's wheel keeps its version next to lib/: report it in `burnin probe`.
         if let Ok(text) = std::fs::read_to_string(dir.join("../version.py")) {
             if let Some(v) = text

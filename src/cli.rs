@@ -7,6 +7,7 @@
 //!
 //! Every argument struct is `Serialize`: the parsed command line *is* the run's
 //! configuration, and every rank hashes it to prove all ranks were given the same.
+pub use crate::train::TrainArgs;
 use crate::units::Bytes;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
@@ -56,6 +57,9 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Collective bandwidth and latency over message sizes (nccl-tests style).
     Sweep(SweepArgs),
+    /// A data-parallel training loop with checkpoints: step time, gradient all-reduce,
+    /// checkpoint write/read speed against the raw storage, bit-exact resume.
+    Train(TrainArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -11,6 +11,7 @@ pub mod results;
 pub mod stats;
 pub mod sweep;
 pub mod topology;
+pub mod train;
 pub mod units;
 pub mod watchdog;
 pub mod world;

@@ -3,7 +3,7 @@
 //! `main` is wiring only: parse the command line, start the MPI world, prove every
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
-use burnin::{cli, error, probe, sweep, watchdog, world};
+use burnin::{cli, error, probe, sweep, train, watchdog, world};
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -52,6 +52,7 @@ fn run(cli: Cli) -> i32 {
         match &cli.command {
             Command::Probe(args) => probe::run(&world, &cli.global, args),
             Command::Sweep(args) => sweep::run(&world, &cli.global, args, dog.clone()),
+            Command::Train(args) => train::run(&world, &cli.global, args, dog.clone()),
         }
     })();
     match result {

@@ -1,0 +1,1221 @@
+//! Checkpoints you can trust (DESIGN.md): every rank writes its shard under a
+//! temporary name, fsyncs it, renames it into place and fsyncs the directory; only
+//! when every rank has reported its shard durable (a gather to rank 0, which is the
+//! barrier) does rank 0 write the manifest — sizes and sha256 of every shard, the
+//! step, the world size and the model — atomically and last. So a checkpoint is
+//! either complete (a manifest exists and every shard matches it) or visibly torn (no
+//! manifest). Restore takes the newest checkpoint whose manifest verifies.
+//!
+//! Layout: `DIR/step-000000040/{rank-00000.safetensors, …, manifest.json}`.
+//!
+//! Every rank's shard holds the whole training state as that rank has it: weights,
+//! AdamW moments and step count, the step, the data cursor and the data stream's seed
+//! (the "RNG state": batches are a function of (seed, step, rank), see `data.rs`),
+//! plus an optional `pad` tensor of incompressible bytes (`--ckpt-bytes`). With plain
+//! data parallelism the weights are replicas, so each shard is a full copy; that is
+//! exactly the load a real DDP job puts on the storage when every rank saves.
+//!
+//! Policy on what a resume finds, newest first:
+//! - no manifest: torn (the job stopped while writing it) — skipped with a warning;
+//! - a manifest that does not parse or whose own checksum fails: corrupt. burnin never
+//!   leaves a partial manifest (it is renamed into place), so the storage or someone
+//!   changed it; resuming from an older one would silently lose work: refused (exit 2);
+//! - a manifest of another world size or model: refused (exit 2);
+//! - a shard missing, of the wrong size or checksum: skipped with a warning that names
+//!   the rank and why, falling back to the next older checkpoint.
+//!
+//! Retention (`--keep K`): after a manifest is durable, rank 0 deletes the manifests of
+//! older checkpoints beyond the newest K complete ones (and of torn ones) first, then
+//! every rank deletes its own shards there — a checkpoint being pruned turns torn,
+//! never half-valid.
+use super::args::{DiePhase, ModelConfig, TrainPlan};
+use super::data;
+use super::model::{hash_tensors, Model};
+use super::optim::AdamW;
+use super::storage::{self, sha256_hex};
+use crate::error::Agreed;
+use crate::units::Bytes;
+use crate::watchdog::Watchdog;
+use crate::world::World;
+use anyhow::{anyhow, bail, Context, Result};
+use mpi::collective::CommunicatorCollectives;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use tch::{Device, Kind, Tensor};
+
+pub const MANIFEST: &str = "manifest.json";
+pub const FORMAT: &str = "burnin-checkpoint";
+pub const MANIFEST_VERSION: u32 = 1;
+
+pub fn step_dir_name(step: u64) -> String {
+    format!("step-{step:09}")
+}
+
+pub fn parse_step_dir(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("step-")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+pub fn shard_name(rank: usize) -> String {
+    format!("rank-{rank:05}.safetensors")
+}
+
+fn shard_tmp_name(rank: usize) -> String {
+    format!(".{}.tmp", shard_name(rank))
+}
+
+/// One rank's shard as the manifest records it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ShardEntry {
+    pub rank: usize,
+    pub file: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// What a complete checkpoint is.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub format: String,
+    pub version: u32,
+    /// Steps completed when the checkpoint was taken; training resumes at step + 1.
+    pub step: u64,
+    pub world_size: usize,
+    pub model: ModelConfig,
+    /// Seed of the data stream (and of the initial weights).
+    pub seed: u64,
+    pub batch: i64,
+    pub lr: f64,
+    /// "cpu" or "cuda".
+    pub device: String,
+    /// sha256 of the weights at this step (identical on every rank).
+    pub weights_sha256: String,
+    pub burnin_version: String,
+    pub created_unix: f64,
+    pub shards: Vec<ShardEntry>,
+    /// sha256 of the manifest's exact bytes before this field (see [`Manifest::to_bytes`]):
+    /// catches a manifest changed after it was written, even one that still parses.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub manifest_sha256: String,
+}
+
+/// How the checksum is appended: the manifest is compact JSON whose last field is
+/// the sha256 of every byte before it (with the object closed). Checking bytes, not
+/// re-serialised values, keeps floats out of it (a JSON float need not parse back to
+/// the same bits).
+const SEAL: &str = ",\"manifest_sha256\":\"";
+
+impl Manifest {
+    /// The manifest file's bytes, checksum last.
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        let mut m = self.clone();
+        m.manifest_sha256 = String::new();
+        let body = serde_json::to_vec(&m)?;
+        if body.last() != Some(&b'}') {
+            bail!("manifest JSON does not end with '}}'");
+        }
+        let mut out = body[..body.len() - 1].to_vec();
+        out.extend_from_slice(SEAL.as_bytes());
+        out.extend_from_slice(sha256_hex(&body).as_bytes());
+        out.extend_from_slice(b"\"}\n");
+        Ok(out)
+    }
+
+    /// Parse a manifest file and check its checksum, format and shard list.
+    pub fn parse(bytes: &[u8]) -> std::result::Result<Manifest, String> {
+        let m: Manifest = serde_json::from_slice(bytes)
+            .map_err(|e| format!("it is not a valid manifest ({e})"))?;
+        let text = bytes.trim_ascii_end();
+        let sealed = text
+            .windows(SEAL.len())
+            .rposition(|w| w == SEAL.as_bytes())
+            .and_then(|i| {
+                let claimed = text.get(i + SEAL.len()..text.len().checked_sub(2)?)?;
+                let mut body = text[..i].to_vec();
+                body.push(b'}');
+                Some((sha256_hex(&body), claimed.to_vec()))
+            });
+        match sealed {
+            Some((h, claimed)) if h.as_bytes() == claimed && h == m.manifest_sha256 => {}
+            _ => return Err("its checksum does not match its content".into()),
+        }
+        if m.format != FORMAT {
+            return Err(format!("its format is '{}', not '{FORMAT}'", m.format));
+        }
+        if m.shards.len() != m.world_size || m.shards.iter().enumerate().any(|(r, s)| s.rank != r) {
+            return Err(format!(
+                "it lists {} shards for a world of {}",
+                m.shards.len(),
+                m.world_size
+            ));
+        }
+        Ok(m)
+    }
+}
+
+/// A step directory as a resume finds it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Found {
+    /// No manifest: the job stopped while writing it.
+    Torn {
+        step: u64,
+        dir: PathBuf,
+        why: String,
+    },
+    /// A manifest that cannot be trusted.
+    Corrupt {
+        step: u64,
+        dir: PathBuf,
+        why: String,
+    },
+    Ready {
+        dir: PathBuf,
+        manifest: Box<Manifest>,
+    },
+}
+
+impl Found {
+    pub fn step(&self) -> u64 {
+        match self {
+            Found::Torn { step, .. } | Found::Corrupt { step, .. } => *step,
+            Found::Ready { manifest, .. } => manifest.step,
+        }
+    }
+}
+
+/// Step directories of `root`, newest first, with whether each has a manifest.
+pub fn listing(root: &Path) -> Result<Vec<(u64, PathBuf, bool)>> {
+    let mut out = Vec::new();
+    let rd = match std::fs::read_dir(root) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", root.display())),
+    };
+    for entry in rd {
+        let entry = entry.with_context(|| format!("cannot list {}", root.display()))?;
+        let name = entry.file_name();
+        let Some(step) = name.to_str().and_then(parse_step_dir) else {
+            continue;
+        };
+        let dir = entry.path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let has = dir.join(MANIFEST).is_file();
+        out.push((step, dir, has));
+    }
+    out.sort_by_key(|e| std::cmp::Reverse(e.0));
+    Ok(out)
+}
+
+/// Read every step directory of `root`, newest first.
+pub fn scan(root: &Path) -> Result<Vec<Found>> {
+    let mut out = Vec::new();
+    for (step, dir, has) in listing(root)? {
+        if !has {
+            let shards = std::fs::read_dir(&dir)
+                .map(|rd| {
+                    rd.filter_map(|e| e.ok())
+                        .filter(|e| {
+                            let n = e.file_name();
+                            let n = n.to_string_lossy();
+                            n.starts_with("rank-") && n.ends_with(".safetensors")
+                        })
+                        .count()
+                })
+                .unwrap_or(0);
+            out.push(Found::Torn {
+                step,
+                dir,
+                why: format!(
+                    "no manifest: torn, the job stopped while writing it ({shards} finished shard(s) there)"
+                ),
+            });
+            continue;
+        }
+        let path = dir.join(MANIFEST);
+        match std::fs::read(&path) {
+            Err(e) => out.push(Found::Corrupt {
+                step,
+                dir,
+                why: format!("cannot read {}: {e}", path.display()),
+            }),
+            Ok(bytes) => match Manifest::parse(&bytes) {
+                Ok(m) if m.step != step => out.push(Found::Corrupt {
+                    step,
+                    dir,
+                    why: format!("{} says step {}", path.display(), m.step),
+                }),
+                Ok(manifest) => out.push(Found::Ready {
+                    dir,
+                    manifest: Box::new(manifest),
+                }),
+                Err(why) => out.push(Found::Corrupt {
+                    step,
+                    dir,
+                    why: format!("{} is corrupt: {why}", path.display()),
+                }),
+            },
+        }
+    }
+    Ok(out)
+}
+
+/// What rank 0 decided from a scan: checkpoints to try in order, and warnings.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Choice {
+    pub candidates: Vec<(PathBuf, Manifest)>,
+    pub warnings: Vec<String>,
+}
+
+/// Decide what a resume may use (pure): skip torn checkpoints, refuse a corrupt
+/// manifest and a checkpoint of another world size or model, and stop at the first
+/// usable one's older siblings (they are fallbacks if its shards do not verify).
+pub fn choose(
+    found: &[Found],
+    root: &Path,
+    world_size: usize,
+    model: &ModelConfig,
+) -> std::result::Result<Choice, String> {
+    let mut choice = Choice {
+        candidates: Vec::new(),
+        warnings: Vec::new(),
+    };
+    for f in found {
+        match f {
+            Found::Torn { step, dir, why } => choice.warnings.push(format!(
+                "skipping checkpoint step {step} ({}): {why}",
+                dir.display()
+            )),
+            Found::Corrupt { step, dir, why } => {
+                return Err(format!(
+                    "--resume: checkpoint step {step}: {why}; burnin writes manifests atomically, \
+                     so the storage or someone changed it. Move {} away to fall back to the \
+                     previous checkpoint",
+                    dir.display()
+                ))
+            }
+            Found::Ready { dir, manifest: m } => {
+                if m.world_size != world_size {
+                    return Err(format!(
+                        "--resume: the checkpoint of step {} in {} was written by {} ranks and this \
+                         job has {world_size}; resume with -np {}, or use another --ckpt-dir",
+                        m.step,
+                        root.display(),
+                        m.world_size,
+                        m.world_size
+                    ));
+                }
+                let diff = m.model.differences(model);
+                if !diff.is_empty() {
+                    return Err(format!(
+                        "--resume: the checkpoint of step {} in {} is of another model: {}; \
+                         resume with the same model flags, or use another --ckpt-dir",
+                        m.step,
+                        root.display(),
+                        diff.join(", ")
+                    ));
+                }
+                choice.candidates.push((dir.clone(), (**m).clone()));
+            }
+        }
+    }
+    Ok(choice)
+}
+
+/// Step directories to delete once checkpoint `current` is complete (pure): complete
+/// ones at or below `current` beyond the newest `keep`, and torn ones below `current`.
+pub fn doomed(listing: &[(u64, bool)], current: u64, keep: usize) -> Vec<u64> {
+    let mut complete: Vec<u64> = listing
+        .iter()
+        .filter(|(s, has)| *has && *s <= current)
+        .map(|(s, _)| *s)
+        .collect();
+    complete.sort_unstable_by(|a, b| b.cmp(a));
+    let mut out: Vec<u64> = complete.into_iter().skip(keep).collect();
+    out.extend(
+        listing
+            .iter()
+            .filter(|(s, has)| !*has && *s < current)
+            .map(|(s, _)| *s),
+    );
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// A checkpoint's state as it comes back from a shard.
+pub struct Restored {
+    pub step: u64,
+    pub seed: u64,
+}
+
+/// Everything a rank writes in its shard.
+pub fn shard_tensors(
+    model: &Model,
+    opt: &AdamW,
+    step: u64,
+    seed: u64,
+    rank: usize,
+    pad: Option<&Tensor>,
+) -> Result<Vec<(String, Tensor)>> {
+    let cpu = |t: &Tensor| -> Result<Tensor> {
+        Ok(t.f_detach()?.f_to_device(Device::Cpu)?.f_contiguous()?)
+    };
+    let scalar = |v: i64| -> Result<Tensor> { Ok(Tensor::f_from_slice(&[v])?) };
+    let mut out = Vec::with_capacity(3 * model.params.len() + 6);
+    for ((p, m), v) in model.params.iter().zip(&opt.m).zip(&opt.v) {
+        out.push((format!("model.{}", p.name), cpu(&p.tensor)?));
+        out.push((format!("opt.m.{}", p.name), cpu(m)?));
+        out.push((format!("opt.v.{}", p.name), cpu(v)?));
+    }
+    out.push(("opt.t".into(), scalar(opt.t as i64)?));
+    out.push(("state.step".into(), scalar(step as i64)?));
+    // The data cursor: the next step whose batch is drawn.
+    out.push(("state.cursor".into(), scalar(step as i64 + 1)?));
+    out.push(("state.seed".into(), scalar(seed as i64)?));
+    out.push(("state.rank".into(), scalar(rank as i64)?));
+    if let Some(p) = pad {
+        out.push(("pad".into(), p.shallow_clone()));
+    }
+    Ok(out)
+}
+
+/// Bytes of tensor data in a shard without padding.
+pub fn state_bytes(model: &Model) -> u64 {
+    (model.numel() * 4 * 3 + 5 * 8) as u64
+}
+
+/// Padding that brings a shard to at least `target` bytes (None when not needed).
+pub fn make_pad(target: Option<u64>, model: &Model, key: u64) -> Result<Option<Tensor>> {
+    let Some(target) = target else {
+        return Ok(None);
+    };
+    let have = state_bytes(model);
+    if target <= have {
+        return Ok(None);
+    }
+    let mut bytes = vec![0u8; (target - have) as usize];
+    data::fill_random(key, &mut bytes);
+    Ok(Some(Tensor::f_from_slice(&bytes)?))
+}
+
+/// Load a verified shard's bytes into the model and the optimizer.
+pub fn load_shard(bytes: &[u8], model: &Model, opt: &mut AdamW, rank: usize) -> Result<Restored> {
+    use safetensors::SafeTensors;
+    let st =
+        SafeTensors::deserialize(bytes).map_err(|e| anyhow!("not a safetensors file: {e:?}"))?;
+    let get = |name: &str| -> Result<Tensor> {
+        let view = st
+            .tensor(name)
+            .map_err(|e| anyhow!("shard has no tensor {name} ({e:?})"))?;
+        Tensor::try_from(view).with_context(|| format!("reading tensor {name}"))
+    };
+    let scalar = |name: &str| -> Result<i64> {
+        let t = get(name)?;
+        if t.f_kind()? != Kind::Int64 || t.numel() != 1 {
+            bail!("tensor {name} is not one int64");
+        }
+        Ok(t.f_int64_value(&[0])?)
+    };
+    let _guard = tch::no_grad_guard();
+    let load = |dst: &mut Tensor, name: &str| -> Result<()> {
+        let src = get(name)?;
+        if src.size() != dst.size() || src.f_kind()? != dst.f_kind()? {
+            bail!(
+                "tensor {name} is {:?} {:?}, the model's is {:?} {:?}",
+                src.f_kind()?,
+                src.size(),
+                dst.f_kind()?,
+                dst.size()
+            );
+        }
+        dst.f_copy_(&src)?;
+        Ok(())
+    };
+    for ((p, m), v) in model.params.iter().zip(&mut opt.m).zip(&mut opt.v) {
+        load(&mut p.tensor.shallow_clone(), &format!("model.{}", p.name))?;
+        load(m, &format!("opt.m.{}", p.name))?;
+        load(v, &format!("opt.v.{}", p.name))?;
+    }
+    let t = scalar("opt.t")?;
+    let step = scalar("state.step")?;
+    let cursor = scalar("state.cursor")?;
+    let seed = scalar("state.seed")?;
+    let shard_rank = scalar("state.rank")?;
+    if t < 0 || step < 0 || cursor != step + 1 {
+        bail!("inconsistent state: opt.t {t}, step {step}, cursor {cursor}");
+    }
+    if shard_rank != rank as i64 {
+        bail!("the shard belongs to rank {shard_rank}");
+    }
+    opt.t = t as u64;
+    Ok(Restored {
+        step: step as u64,
+        seed: seed as u64,
+    })
+}
+
+/// Kill this process now if the test hook says so.
+fn maybe_die(plan: &TrainPlan, step: u64, phase: DiePhase, rank: usize) {
+    if let Some(d) = plan.die {
+        if d.step == step && d.phase == phase && d.rank == rank {
+            eprintln!("burnin: test hook: rank {rank} kills itself at step {step} ({phase:?})");
+            // SAFETY: kill(2) on our own pid with SIGKILL; nothing to uphold.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// One rank's durable shard.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ShardWritten {
+    pub entry: ShardEntry,
+    /// write + fsync + rename + directory fsync.
+    pub write_s: f64,
+    /// Of which `Tensor::write_safetensors` (serialising into the page cache).
+    pub serialize_s: f64,
+    /// Of which the file's fsync.
+    pub fsync_s: f64,
+    /// Reading the file back from the page cache to checksum it.
+    pub hash_s: f64,
+}
+
+fn write_shard(
+    plan: &TrainPlan,
+    dir: &Path,
+    rank: usize,
+    step: u64,
+    tensors: &[(String, Tensor)],
+) -> Result<ShardWritten> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = dir.join(shard_tmp_name(rank));
+    let file = shard_name(rank);
+    let dst = dir.join(&file);
+    let _ = std::fs::remove_file(&tmp);
+    let t0 = Instant::now();
+    Tensor::write_safetensors(tensors, &tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    let serialize_s = t0.elapsed().as_secs_f64();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&tmp)
+        .with_context(|| format!("cannot open {}", tmp.display()))?;
+    f.sync_all()
+        .with_context(|| format!("cannot fsync {}", tmp.display()))?;
+    let written = t0.elapsed().as_secs_f64();
+    let t1 = Instant::now();
+    let bytes =
+        std::fs::read(&tmp).with_context(|| format!("cannot read back {}", tmp.display()))?;
+    let sha = sha256_hex(&bytes);
+    let hash_s = t1.elapsed().as_secs_f64();
+    storage::drop_cache(&f);
+    drop(f);
+    maybe_die(plan, step, DiePhase::ShardTmp, rank);
+    let t2 = Instant::now();
+    std::fs::rename(&tmp, &dst)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), dst.display()))?;
+    storage::fsync_dir(dir)?;
+    let write_s = written + t2.elapsed().as_secs_f64();
+    maybe_die(plan, step, DiePhase::ShardDone, rank);
+    Ok(ShardWritten {
+        entry: ShardEntry {
+            rank,
+            file,
+            bytes: bytes.len() as u64,
+            sha256: sha,
+        },
+        write_s,
+        serialize_s,
+        fsync_s: written - serialize_s,
+        hash_s,
+    })
+}
+
+/// A checkpoint write as the records show it (complete on rank 0).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CkptWrite {
+    pub step: u64,
+    pub dir: PathBuf,
+    /// Bytes over all shards.
+    pub bytes: u64,
+    /// Slowest rank's shard write (write + fsync + rename + dir fsync).
+    pub write_s: f64,
+    /// All shards' bytes / slowest rank's write time.
+    pub write_gbps: f64,
+    /// Slowest rank's `write_safetensors` (tch copies every tensor into a fresh
+    /// buffer, then writes it to the page cache): CPU and memory, not storage.
+    pub serialize_s: f64,
+    /// Slowest rank's fsync of its shard: what the storage costs.
+    pub fsync_s: f64,
+    /// Slowest rank's read-back for the checksum (page cache).
+    pub hash_s: f64,
+    /// Training stopped this long for the checkpoint (rank 0: start to manifest and
+    /// pruning done).
+    pub stall_s: f64,
+    /// Older checkpoints deleted (--keep).
+    pub pruned: Vec<u64>,
+}
+
+/// What rank 0 tells everyone after writing (or failing to write) the manifest.
+#[derive(Serialize, Deserialize)]
+enum AfterManifest {
+    Done { doomed: Vec<(u64, PathBuf)> },
+    Failed(String),
+}
+
+/// Where checkpoints go and what this run keeps between them.
+pub struct CkptCtx {
+    pub root: PathBuf,
+    pub pad: Option<Tensor>,
+    pub device_name: String,
+    pub dog: std::sync::Arc<Watchdog>,
+    pub deadline: Duration,
+    /// Directories rank 0 doomed last time, removed whole next time.
+    pub pending_removal: Vec<(u64, PathBuf)>,
+    /// This rank's newest shard.
+    pub last_shard: Option<LastShard>,
+}
+
+/// Write checkpoint `step` (collective: every rank calls it).
+pub fn save(
+    ctx: &mut CkptCtx,
+    world: &World,
+    plan: &TrainPlan,
+    model: &Model,
+    opt: &AdamW,
+    step: u64,
+    weights_sha256: &str,
+) -> Result<Option<CkptWrite>> {
+    let t0 = Instant::now();
+    let dir = ctx.root.join(step_dir_name(step));
+    {
+        let _g = ctx
+            .dog
+            .arm(&format!("barrier before checkpoint {step}"), ctx.deadline);
+        world.comm.barrier();
+    }
+    let mine: std::result::Result<ShardWritten, String> =
+        shard_tensors(model, opt, step, plan.seed, world.rank, ctx.pad.as_ref())
+            .and_then(|t| write_shard(plan, &dir, world.rank, step, &t))
+            .map_err(|e| format!("{e:#}"));
+    if let Ok(w) = &mine {
+        ctx.last_shard = Some(LastShard {
+            path: dir.join(&w.entry.file),
+            sha256: w.entry.sha256.clone(),
+            bytes: w.entry.bytes,
+            step,
+        });
+    }
+    let all = {
+        let _g = ctx.dog.arm(
+            &format!("checkpoint {step}: waiting for every rank's shard to be durable"),
+            ctx.deadline,
+        );
+        world.gather_json(&mine)?
+    };
+    let mut record = None;
+    let mut after = None;
+    if let Some(all) = all {
+        let failed: Vec<String> = all
+            .iter()
+            .enumerate()
+            .filter_map(|(r, w)| {
+                w.as_ref()
+                    .err()
+                    .map(|e| format!("{}: {e}", world.describe_rank(r)))
+            })
+            .collect();
+        if !failed.is_empty() {
+            after = Some(AfterManifest::Failed(format!(
+                "checkpoint step {step} failed on {}",
+                failed.join("; ")
+            )));
+        } else {
+            let shards: Vec<ShardWritten> = all.into_iter().filter_map(|w| w.ok()).collect();
+            maybe_die(plan, step, DiePhase::BeforeManifest, world.rank);
+            let manifest = Manifest {
+                format: FORMAT.into(),
+                version: MANIFEST_VERSION,
+                step,
+                world_size: world.size,
+                model: plan.model,
+                seed: plan.seed,
+                batch: plan.batch,
+                lr: plan.lr,
+                device: ctx.device_name.clone(),
+                weights_sha256: weights_sha256.to_string(),
+                burnin_version: env!("CARGO_PKG_VERSION").into(),
+                created_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
+                shards: shards.iter().map(|s| s.entry.clone()).collect(),
+                manifest_sha256: String::new(),
+            };
+            let written = manifest.to_bytes().and_then(|b| {
+                crate::results::write_atomic(&dir.join(MANIFEST), &b)?;
+                storage::fsync_dir(&ctx.root)
+            });
+            match written {
+                Err(e) => {
+                    after = Some(AfterManifest::Failed(format!(
+                        "checkpoint step {step}: cannot write its manifest: {e:#}"
+                    )))
+                }
+                Ok(()) => {
+                    let doomed_dirs = prune_manifests(ctx, step, plan.keep);
+                    let bytes: u64 = shards.iter().map(|s| s.entry.bytes).sum();
+                    let write_s = shards.iter().map(|s| s.write_s).fold(0.0, f64::max);
+                    record = Some(CkptWrite {
+                        step,
+                        dir: dir.clone(),
+                        bytes,
+                        write_s,
+                        write_gbps: crate::units::GBps::from_bytes_secs(bytes, write_s).0,
+                        serialize_s: shards.iter().map(|s| s.serialize_s).fold(0.0, f64::max),
+                        fsync_s: shards.iter().map(|s| s.fsync_s).fold(0.0, f64::max),
+                        hash_s: shards.iter().map(|s| s.hash_s).fold(0.0, f64::max),
+                        stall_s: 0.0,
+                        pruned: doomed_dirs.iter().map(|d| d.0).collect(),
+                    });
+                    after = Some(AfterManifest::Done {
+                        doomed: doomed_dirs,
+                    });
+                }
+            }
+        }
+    }
+    let after: AfterManifest = world.broadcast_json(after.as_ref())?;
+    match after {
+        AfterManifest::Failed(msg) => bail!(Agreed(msg)),
+        AfterManifest::Done { doomed } => remove_own_files(&doomed, world.rank),
+    }
+    if let Some(r) = &mut record {
+        r.stall_s = t0.elapsed().as_secs_f64();
+    }
+    Ok(record)
+}
+
+/// Rank 0, after a manifest is durable: remove whole the directories doomed last
+/// time, then remove the manifests of the newly doomed ones (making them torn before
+/// any shard goes). Returns the newly doomed (step, dir).
+fn prune_manifests(ctx: &mut CkptCtx, current: u64, keep: usize) -> Vec<(u64, PathBuf)> {
+    // Never the checkpoint just made (a torn leftover of the same step may have been
+    // doomed at resume), never one that has a manifest again.
+    for (s, d) in std::mem::take(&mut ctx.pending_removal) {
+        if s != current && !d.join(MANIFEST).exists() {
+            let _ = std::fs::remove_dir_all(&d);
+        }
+    }
+    let list = match listing(&ctx.root) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("burnin: warning: cannot prune old checkpoints: {e:#}");
+            return Vec::new();
+        }
+    };
+    let flat: Vec<(u64, bool)> = list.iter().map(|(s, _, h)| (*s, *h)).collect();
+    let steps = doomed(&flat, current, keep);
+    let out: Vec<(u64, PathBuf)> = list
+        .into_iter()
+        .filter(|(s, _, _)| steps.contains(s))
+        .map(|(s, d, _)| (s, d))
+        .collect();
+    unpublish(&out);
+    ctx.pending_removal = out.clone();
+    out
+}
+
+/// Remove the manifests of `dirs` (rank 0), durably.
+fn unpublish(dirs: &[(u64, PathBuf)]) {
+    for (_, d) in dirs {
+        let m = d.join(MANIFEST);
+        if m.exists() {
+            if let Err(e) = std::fs::remove_file(&m) {
+                eprintln!("burnin: warning: cannot remove {}: {e}", m.display());
+            }
+            let _ = storage::fsync_dir(d);
+        }
+    }
+}
+
+/// Every rank: delete its own shard (and temporary) in each doomed directory, then
+/// the directory when it is empty.
+fn remove_own_files(doomed: &[(u64, PathBuf)], rank: usize) {
+    for (_, d) in doomed {
+        let _ = std::fs::remove_file(d.join(shard_name(rank)));
+        let _ = std::fs::remove_file(d.join(shard_tmp_name(rank)));
+        let _ = std::fs::remove_dir(d);
+    }
+}
+
+/// What a resume did.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RestoreRecord {
+    pub step: u64,
+    pub dir: PathBuf,
+    /// Bytes over all shards.
+    pub bytes: u64,
+    /// From the start of the scan to the state loaded, slowest rank.
+    pub restore_s: f64,
+    /// Reading the shard files, slowest rank.
+    pub read_s: f64,
+    /// All shards' bytes / slowest rank's read time.
+    pub read_gbps: f64,
+    /// Checksumming the shards, slowest rank.
+    pub verify_s: f64,
+    /// Checkpoints skipped, with why.
+    pub skipped: Vec<String>,
+    /// The data stream's seed, from the checkpoint.
+    pub seed: u64,
+}
+
+/// What each rank found checking its shard of one candidate.
+#[derive(Serialize, Deserialize)]
+struct Verdict {
+    problem: Option<String>,
+    read_s: f64,
+    verify_s: f64,
+}
+
+/// Check for a fresh start (no --resume): refuse a directory that already holds
+/// checkpoints, and remove torn leftovers. Collective.
+pub fn prepare_fresh(ctx: &CkptCtx, world: &World) -> Result<()> {
+    let mut decision: Option<std::result::Result<Vec<(u64, PathBuf)>, String>> = None;
+    if world.rank == 0 {
+        decision = Some(match scan(&ctx.root) {
+            Err(e) => Err(format!("--ckpt-dir: {e:#}")),
+            Ok(found) => match found.iter().find(|f| !matches!(f, Found::Torn { .. })) {
+                Some(f) => Err(format!(
+                    "--ckpt-dir {} already holds checkpoints (newest: step {}); add --resume to \
+                     continue from it, or choose an empty --ckpt-dir",
+                    ctx.root.display(),
+                    f.step()
+                )),
+                None => Ok(found
+                    .iter()
+                    .map(|f| match f {
+                        Found::Torn { step, dir, .. } => (*step, dir.clone()),
+                        _ => (0, PathBuf::new()),
+                    })
+                    .collect()),
+            },
+        });
+    }
+    let decision: std::result::Result<Vec<(u64, PathBuf)>, String> =
+        world.broadcast_json(decision.as_ref())?;
+    let doomed = decision.map_err(Agreed)?;
+    remove_own_files(&doomed, world.rank);
+    Ok(())
+}
+
+/// Restore the newest checkpoint that verifies (collective). None: nothing to resume
+/// from (no checkpoint at all, or only torn ones).
+pub fn restore(
+    ctx: &mut CkptCtx,
+    world: &World,
+    plan: &TrainPlan,
+    model: &Model,
+    opt: &mut AdamW,
+) -> Result<Option<RestoreRecord>> {
+    let t0 = Instant::now();
+    let mut decision = None;
+    if world.rank == 0 {
+        decision = Some(match scan(&ctx.root) {
+            Err(e) => Err(format!("--ckpt-dir: {e:#}")),
+            Ok(found) => choose(&found, &ctx.root, world.size, &plan.model),
+        });
+    }
+    let decision: std::result::Result<Choice, String> = world.broadcast_json(decision.as_ref())?;
+    let choice = decision.map_err(Agreed)?;
+    let mut skipped = choice.warnings.clone();
+    if world.rank == 0 {
+        for w in &choice.warnings {
+            eprintln!("burnin: warning: {w}");
+        }
+    }
+    for (dir, m) in &choice.candidates {
+        let entry = &m.shards[world.rank];
+        let path = dir.join(&entry.file);
+        let mut verdict = Verdict {
+            problem: None,
+            read_s: 0.0,
+            verify_s: 0.0,
+        };
+        let mut bytes = Vec::new();
+        match storage::read_timed(&path) {
+            Err(e) => verdict.problem = Some(format!("{e:#}")),
+            Ok((b, s)) => {
+                verdict.read_s = s;
+                let t = Instant::now();
+                if b.len() as u64 != entry.bytes {
+                    verdict.problem = Some(format!(
+                        "{} has {} bytes, the manifest says {}",
+                        entry.file,
+                        b.len(),
+                        entry.bytes
+                    ));
+                } else if sha256_hex(&b) != entry.sha256 {
+                    verdict.problem = Some(format!(
+                        "{} does not match its sha256 in the manifest (changed after it was written)",
+                        entry.file
+                    ));
+                }
+                verdict.verify_s = t.elapsed().as_secs_f64();
+                bytes = b;
+            }
+        }
+        let all: Vec<Verdict> = {
+            let _g = ctx.dog.arm(
+                &format!("verifying checkpoint step {}", m.step),
+                ctx.deadline,
+            );
+            world.all_gather_json(&verdict)?
+        };
+        let bad: Vec<String> = all
+            .iter()
+            .enumerate()
+            .filter_map(|(r, v)| v.problem.as_ref().map(|p| format!("rank {r}: {p}")))
+            .collect();
+        if !bad.is_empty() {
+            let w = format!(
+                "skipping checkpoint step {} ({}): {}",
+                m.step,
+                dir.display(),
+                bad.join("; ")
+            );
+            if world.rank == 0 {
+                eprintln!("burnin: warning: {w}");
+            }
+            skipped.push(w);
+            continue;
+        }
+        // The bytes just verified are the bytes loaded: no second read of the file.
+        let loaded = load_shard(&bytes, model, opt, world.rank)
+            .map_err(|e| format!("{e:#}"))
+            .and_then(|r| {
+                if r.step != m.step {
+                    return Err(format!("shard says step {}, manifest {}", r.step, m.step));
+                }
+                Ok(r)
+            });
+        let problems: Vec<Option<String>> =
+            world.all_gather_json(&loaded.as_ref().err().cloned())?;
+        if let Some((r, p)) = problems
+            .iter()
+            .enumerate()
+            .find_map(|(r, p)| p.as_ref().map(|p| (r, p)))
+        {
+            bail!(Agreed(format!(
+                "--resume: checkpoint step {} verified but rank {r} cannot load it: {p}",
+                m.step
+            )));
+        }
+        let restored = loaded.map_err(|e| anyhow!(e))?;
+        if restored.seed != plan.seed && world.rank == 0 {
+            eprintln!(
+                "burnin: warning: the checkpoint's data stream has seed {}; continuing it (--seed {} \
+                 applies to fresh runs only)",
+                restored.seed, plan.seed
+            );
+        }
+        if (m.lr != plan.lr || m.batch != plan.batch) && world.rank == 0 {
+            eprintln!(
+                "burnin: warning: the checkpoint was trained with --lr {} --batch {}, this run uses \
+                 --lr {} --batch {}: it will not match an uninterrupted run",
+                m.lr, m.batch, plan.lr, plan.batch
+            );
+        }
+        let read_s = all.iter().map(|v| v.read_s).fold(0.0, f64::max);
+        let verify_s = all.iter().map(|v| v.verify_s).fold(0.0, f64::max);
+        let bytes_total: u64 = m.shards.iter().map(|s| s.bytes).sum();
+        let mut restore_s = t0.elapsed().as_secs_f64();
+        let mut worst = 0.0f64;
+        world.comm.all_reduce_into(
+            &restore_s,
+            &mut worst,
+            mpi::collective::SystemOperation::max(),
+        );
+        restore_s = worst;
+        // Checkpoints newer than this one were skipped: unpublish and remove them so
+        // the steps this run re-does are written into clean directories.
+        let newer: Vec<(u64, PathBuf)> = match listing(&ctx.root) {
+            Ok(l) if world.rank == 0 => l
+                .into_iter()
+                .filter(|(s, _, _)| *s > m.step)
+                .map(|(s, d, _)| (s, d))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if world.rank == 0 {
+            unpublish(&newer);
+            ctx.pending_removal = newer.clone();
+        }
+        let newer: Vec<(u64, PathBuf)> = world.broadcast_json(Some(&newer))?;
+        remove_own_files(&newer, world.rank);
+        ctx.last_shard = Some(LastShard {
+            path,
+            sha256: entry.sha256.clone(),
+            bytes: entry.bytes,
+            step: m.step,
+        });
+        return Ok(Some(RestoreRecord {
+            step: m.step,
+            dir: dir.clone(),
+            bytes: bytes_total,
+            restore_s,
+            read_s,
+            read_gbps: crate::units::GBps::from_bytes_secs(bytes_total, read_s).0,
+            verify_s,
+            skipped,
+            seed: restored.seed,
+        }));
+    }
+    if !choice.candidates.is_empty() {
+        bail!(Agreed(format!(
+            "--resume: no checkpoint in {} verifies ({}); refusing to start over from step 0",
+            ctx.root.display(),
+            skipped.join("; ")
+        )));
+    }
+    // Nothing complete to resume from: clean the torn leftovers and start at 0.
+    let torn: Vec<(u64, PathBuf)> = match listing(&ctx.root) {
+        Ok(l) if world.rank == 0 => l.into_iter().map(|(s, d, _)| (s, d)).collect(),
+        _ => Vec::new(),
+    };
+    let torn: Vec<(u64, PathBuf)> = world.broadcast_json(Some(&torn))?;
+    remove_own_files(&torn, world.rank);
+    if world.rank == 0 {
+        ctx.pending_removal = torn.clone();
+    }
+    Ok(None)
+}
+
+/// This rank's newest shard on the storage.
+#[derive(Clone, Debug)]
+pub struct LastShard {
+    pub path: PathBuf,
+    pub sha256: String,
+    pub bytes: u64,
+    /// The step whose state it holds.
+    pub step: u64,
+}
+
+/// What reading back a shard found.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadBack {
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Why the shard is not what was written, if it is not.
+    pub problem: Option<String>,
+}
+
+/// Read back this rank's newest shard (its pages were dropped after the write, so
+/// this reads the storage), check its checksum and, when it holds step `step`, that
+/// its weights are the model's.
+pub fn read_back(ctx: &CkptCtx, model: &Model, step: u64) -> Result<Option<ReadBack>> {
+    let Some(last) = &ctx.last_shard else {
+        return Ok(None);
+    };
+    let path = &last.path;
+    let (data, seconds) = storage::read_timed(path)?;
+    let problem = if data.len() as u64 != last.bytes || sha256_hex(&data) != last.sha256 {
+        Some(format!(
+            "{} changed on the storage since it was written",
+            path.display()
+        ))
+    } else if last.step != step {
+        None
+    } else {
+        let st = safetensors::SafeTensors::deserialize(&data)
+            .map_err(|e| anyhow!("{}: not a safetensors file: {e:?}", path.display()))?;
+        let mut loaded = Vec::with_capacity(model.params.len());
+        for p in &model.params {
+            let name = format!("model.{}", p.name);
+            let view = st
+                .tensor(&name)
+                .map_err(|e| anyhow!("{}: no tensor {name} ({e:?})", path.display()))?;
+            loaded.push((p.name.clone(), Tensor::try_from(view)?));
+        }
+        let file_hash = hash_tensors(loaded.iter().map(|(n, t)| (n.as_str(), t)))?;
+        let model_hash = hash_tensors(model.params.iter().map(|p| (p.name.as_str(), &p.tensor)))?;
+        (file_hash != model_hash).then(|| {
+            format!(
+                "{} holds other weights than the model's at step {step}",
+                path.display()
+            )
+        })
+    };
+    Ok(Some(ReadBack {
+        bytes: data.len() as u64,
+        seconds,
+        problem,
+    }))
+}
+
+/// Human size for messages.
+pub fn size(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    } else {
+        Bytes(b).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> ModelConfig {
+        ModelConfig {
+            vocab: 32,
+            width: 16,
+            depth: 1,
+            heads: 2,
+            seq: 8,
+        }
+    }
+
+    fn manifest(step: u64, n: usize) -> Manifest {
+        Manifest {
+            format: FORMAT.into(),
+            version: 1,
+            step,
+            world_size: n,
+            model: cfg(),
+            seed: 1,
+            batch: 2,
+            lr: 0.1,
+            device: "cpu".into(),
+            weights_sha256: "00".into(),
+            burnin_version: "0".into(),
+            created_unix: 0.0,
+            shards: (0..n)
+                .map(|r| ShardEntry {
+                    rank: r,
+                    file: shard_name(r),
+                    bytes: 10,
+                    sha256: "ab".into(),
+                })
+                .collect(),
+            manifest_sha256: String::new(),
+        }
+    }
+
+    #[test]
+    fn step_dir_names_round_trip() {
+        assert_eq!(step_dir_name(40), "step-000000040");
+        assert_eq!(parse_step_dir("step-000000040"), Some(40));
+        assert_eq!(parse_step_dir("step-"), None);
+        assert_eq!(parse_step_dir("step-12a"), None);
+        assert_eq!(parse_step_dir("other"), None);
+    }
+
+    #[test]
+    fn manifest_checksum_catches_an_edit_that_still_parses() {
+        let m = manifest(40, 2);
+        let bytes = m.to_bytes().unwrap();
+        let back = Manifest::parse(&bytes).unwrap();
+        assert_eq!(back.shards, m.shards);
+        // Floats whose text need not parse back to the same bits do not matter.
+        let mut f = manifest(40, 2);
+        for i in 0..2000 {
+            f.created_unix = 1.764e9 + i as f64 * 0.000_123_456_789;
+            f.lr = 1e-3 + i as f64 * 1.1e-7;
+            Manifest::parse(&f.to_bytes().unwrap()).unwrap();
+        }
+        let text = String::from_utf8(bytes).unwrap();
+        let edited = text.replace("\"step\":40", "\"step\":41");
+        let e = Manifest::parse(edited.as_bytes()).unwrap_err();
+        assert!(e.contains("checksum"), "{e}");
+        let e = Manifest::parse(b"{\"format\":").unwrap_err();
+        assert!(e.contains("not a valid manifest"), "{e}");
+    }
+
+    #[test]
+    fn choose_skips_torn_and_refuses_corrupt_or_foreign() {
+        let root = Path::new("/c");
+        let torn = Found::Torn {
+            step: 50,
+            dir: root.join("step-000000050"),
+            why: "no manifest".into(),
+        };
+        let ready = |s, n| Found::Ready {
+            dir: root.join(step_dir_name(s)),
+            manifest: Box::new(manifest(s, n)),
+        };
+        let c = choose(&[torn.clone(), ready(40, 2), ready(20, 2)], root, 2, &cfg()).unwrap();
+        assert_eq!(c.candidates.len(), 2);
+        assert_eq!(c.candidates[0].1.step, 40);
+        assert!(c.warnings[0].contains("step 50") && c.warnings[0].contains("no manifest"));
+        let e = choose(&[torn.clone(), ready(40, 4)], root, 2, &cfg()).unwrap_err();
+        assert!(
+            e.contains("written by 4 ranks and this job has 2") && e.contains("-np 4"),
+            "{e}"
+        );
+        let mut other = cfg();
+        other.width = 32;
+        let e = choose(&[ready(40, 2)], root, 2, &other).unwrap_err();
+        assert!(e.contains("--width 16 (this run: 32)"), "{e}");
+        let corrupt = Found::Corrupt {
+            step: 60,
+            dir: root.join("step-000000060"),
+            why: "manifest.json is corrupt: its checksum does not match".into(),
+        };
+        let e = choose(&[corrupt, ready(40, 2)], root, 2, &cfg()).unwrap_err();
+        assert!(
+            e.contains("corrupt") && e.contains("Move /c/step-000000060 away"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        let c = choose(&[torn], root, 2, &cfg()).unwrap();
+        assert!(c.candidates.is_empty());
+    }
+
+    #[test]
+    fn retention_keeps_the_newest_complete_and_drops_older_torn() {
+        let l = [
+            (60, true),
+            (50, false),
+            (40, true),
+            (30, false),
+            (20, true),
+            (10, true),
+        ];
+        assert_eq!(doomed(&l, 60, 2), vec![10, 20, 30, 50]);
+        assert_eq!(doomed(&l, 60, 3), vec![10, 30, 50]);
+        assert_eq!(doomed(&l, 60, 4), vec![30, 50]);
+        // Never the current one, never newer ones.
+        assert_eq!(doomed(&[(70, false), (60, true)], 60, 1), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn scan_tells_torn_from_corrupt_from_ready() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let d40 = root.join(step_dir_name(40));
+        let d50 = root.join(step_dir_name(50));
+        let d60 = root.join(step_dir_name(60));
+        for d in [&d40, &d50, &d60] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(d40.join(MANIFEST), manifest(40, 1).to_bytes().unwrap()).unwrap();
+        std::fs::write(d50.join(shard_name(0)), b"x").unwrap();
+        std::fs::write(d60.join(MANIFEST), b"garbage").unwrap();
+        std::fs::write(root.join("step-notanumber"), b"").unwrap();
+        let found = scan(root).unwrap();
+        assert_eq!(found.len(), 3);
+        assert!(matches!(&found[0], Found::Corrupt { step: 60, .. }));
+        assert!(
+            matches!(&found[1], Found::Torn { step: 50, why, .. } if why.contains("1 finished shard"))
+        );
+        assert!(matches!(&found[2], Found::Ready { manifest, .. } if manifest.step == 40));
+    }
+}
