@@ -66,10 +66,14 @@ pub struct Jsonl {
 }
 
 impl Jsonl {
+    /// Open for appending, creating it; a symlink at `path` is refused (O_NOFOLLOW),
+    /// so a link planted in a shared results folder cannot redirect our writes.
     pub fn open(path: &Path) -> Result<Jsonl> {
+        use std::os::unix::fs::OpenOptionsExt;
         let file = OpenOptions::new()
             .create(true)
             .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .with_context(|| format!("cannot open {} for appending", path.display()))?;
         Ok(Jsonl {
@@ -124,6 +128,17 @@ mod tests {
         for l in text.lines() {
             serde_json::from_str::<serde_json::Value>(l).unwrap();
         }
+    }
+
+    #[test]
+    fn jsonl_refuses_a_planted_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        std::fs::write(&target, b"keep").unwrap();
+        let link = dir.path().join("points.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(Jsonl::open(&link).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep");
     }
 
     #[test]
