@@ -5,6 +5,7 @@ pub mod cli;
 pub mod collective;
 pub mod error;
 pub mod gpu;
+pub mod interrupt;
 pub mod probe;
 pub mod report;
 pub mod results;

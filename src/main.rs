@@ -3,7 +3,7 @@
 //! `main` is wiring only: parse the command line, start the MPI world, prove every
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
-use burnin::{cli, error, probe, sweep, train, watchdog, world};
+use burnin::{cli, error, interrupt, probe, sweep, train, watchdog, world};
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -34,6 +34,7 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_ERROR as u8 } else { 0 });
         }
     };
+    interrupt::install();
     ExitCode::from(run(cli) as u8)
 }
 
@@ -45,6 +46,7 @@ fn run(cli: Cli) -> i32 {
             return EXIT_ERROR;
         }
     };
+    interrupt::set_rank(world.rank);
     let who = world.describe_rank(world.rank);
     let dog = watchdog::Watchdog::start(who.clone(), world.thread_multiple);
     let result = (|| -> anyhow::Result<Outcome> {

@@ -723,6 +723,19 @@ impl Sink {
         if let Some(j) = &mut self.points_file {
             j.append(&p)?;
         }
+        let where_ = match &self.points_file {
+            Some(j) => format!("; points in {}", j.path().display()),
+            None => String::new(),
+        };
+        crate::interrupt::set_progress(format!(
+            "sweep: {} points measured, last {} {} {} on tier {} ({}){where_}",
+            self.points.len() + 1,
+            p.collective,
+            Bytes(p.bytes),
+            p.dtype,
+            p.tier,
+            p.label
+        ));
         self.points.push(p);
         Ok(())
     }

@@ -36,15 +36,26 @@ fn two() -> usize {
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
 #[test]
 fn every_bad_input_gets_its_exit_code_and_message() {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bad_inputs/cases.toml")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/bad_inputs/cases.toml"
+    ))
+    .unwrap();
     let corpus: Corpus = toml::from_str(&text).unwrap();
-    assert!(corpus.case.len() >= 40, "the corpus has {} cases", corpus.case.len());
+    assert!(
+        corpus.case.len() >= 40,
+        "the corpus has {} cases",
+        corpus.case.len()
+    );
     let mut failures = Vec::new();
     let mut ran = 0;
     for case in &corpus.case {
@@ -62,7 +73,14 @@ fn every_bad_input_gets_its_exit_code_and_message() {
             let full = dir.path().join("full");
             std::fs::create_dir(&full).unwrap();
             let ok = Command::new("mount")
-                .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs", full.to_str().unwrap()])
+                .args([
+                    "-t",
+                    "tmpfs",
+                    "-o",
+                    "size=64k",
+                    "tmpfs",
+                    full.to_str().unwrap(),
+                ])
                 .status()
                 .map(|s| s.success())
                 .unwrap_or(false);
@@ -105,5 +123,10 @@ fn every_bad_input_gets_its_exit_code_and_message() {
             failures.push(format!("{}: {}\n{all}", case.name, problems.join("; ")));
         }
     }
-    assert!(failures.is_empty(), "{} of {ran} cases failed:\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {ran} cases failed:\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }

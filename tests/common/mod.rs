@@ -57,10 +57,16 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     let mut parent_of: Vec<(u32, u32)> = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
-            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
             // pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
             if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok()) {
                 parent_of.push((p, ppid));
             }
@@ -96,7 +102,7 @@ pub fn kill_group(child: &Child, sig: i32) {
 
 extern "C" {
     #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
+    pub fn libc_kill(pid: i32, sig: i32) -> i32;
 }
 
 /// Spawn `c` in its own process group and wait at most `limit`; on expiry the whole

@@ -1,0 +1,78 @@
+//! Ctrl-C and SIGTERM: end the whole job promptly and say what was done.
+//!
+//! SIGINT and SIGTERM are blocked in every thread (the mask is set before MPI and the
+//! watchdog start threads, so they inherit it) and taken by one thread with
+//! `sigwait`. That thread can act even while the main thread is blocked inside an MPI
+//! collective: rank 0 prints one line with the workload's progress (what was measured
+//! and where it is on disk), every rank exits at once with 128 + the signal, and the
+//! launcher ends the ranks that remain. Results stay whole: JSONL records are single
+//! appends and run.json is only ever renamed into place complete.
+use std::sync::Mutex;
+
+static PROGRESS: Mutex<String> = Mutex::new(String::new());
+static RANK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+/// Describe what has been done so far ("sweep: 12 points measured; results in …").
+pub fn set_progress(text: impl Into<String>) {
+    if let Ok(mut p) = PROGRESS.lock() {
+        *p = text.into();
+    }
+}
+
+/// This process's world rank, once known (only rank 0 prints the summary).
+pub fn set_rank(rank: usize) {
+    RANK.store(rank, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        set
+    }
+}
+
+/// Block SIGINT/SIGTERM in this (the main) thread — and so in every thread started
+/// later — and start the thread that waits for them. Call first thing in `main`.
+pub fn install() {
+    let set = signal_set();
+    // SAFETY: pthread_sigmask with a valid set on the calling thread.
+    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    if rc != 0 {
+        return; // signals keep their default action: still an exit, without a summary
+    }
+    let spawned = std::thread::Builder::new()
+        .name("burnin-signals".into())
+        .spawn(move || {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: sigwait on a valid set with a valid out-pointer.
+            let rc = unsafe { libc::sigwait(&set, &mut sig) };
+            if rc != 0 {
+                return;
+            }
+            let name = if sig == libc::SIGINT {
+                "SIGINT"
+            } else {
+                "SIGTERM"
+            };
+            if RANK.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                let progress = PROGRESS.lock().map(|p| p.clone()).unwrap_or_default();
+                let what = if progress.is_empty() {
+                    "nothing measured yet".to_string()
+                } else {
+                    progress
+                };
+                eprintln!("burnin: interrupted by {name}: {what}");
+            }
+            // SAFETY: _exit ends the process without unwinding; the main thread may be
+            // blocked in MPI and must not run destructors (MPI_Finalize would hang).
+            unsafe { libc::_exit(128 + sig) }
+        });
+    if spawned.is_err() {
+        // SAFETY: undo the mask so the default action still ends the process.
+        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
+    }
+}
