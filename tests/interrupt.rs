@@ -71,8 +71,8 @@ fn interrupt_once(np: usize, args: &[&str], after: Duration) -> Run {
     let ended = code.is_some();
     if !ended {
         kill_group(&child, 9);
-        let _ = child.wait();
     }
+    let _ = child.wait();
     let r = Run {
         code: code.and_then(|c| c.code()),
         stdout: to.join().unwrap(),
