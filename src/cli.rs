@@ -39,15 +39,21 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "BURNIN_NCCL_LIB", value_name = "PATH")]
     pub nccl_lib: Option<PathBuf>,
     /// Deadline in seconds for any single blocking step (a collective, a wait); on
-    /// expiry the rank says what it was waiting for and ends the job.
-    #[arg(
-        short = 'T',
-        long = "timeout",
-        global = true,
-        default_value_t = 120.0,
-        value_name = "SECS"
-    )]
-    pub timeout: f64,
+    /// expiry the rank says what it was waiting for and ends the job. Default: 120 s;
+    /// `train` derives its deadlines from the step times it observes instead
+    /// (max(1 s, 10 x p99), 60 s at start-up).
+    #[arg(short = 'T', long = "timeout", global = true, value_name = "SECS")]
+    pub timeout: Option<f64>,
+}
+
+/// The deadline when `-T` is not given (probe, sweep).
+pub const DEFAULT_TIMEOUT_SECS: f64 = 120.0;
+
+impl GlobalArgs {
+    /// `-T`, or the default deadline.
+    pub fn timeout_secs(&self) -> f64 {
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)
+    }
 }
 
 #[derive(Subcommand, Debug, Serialize)]
@@ -60,6 +66,10 @@ pub enum Command {
     /// A data-parallel training loop with checkpoints: step time, gradient all-reduce,
     /// checkpoint write/read speed against the raw storage, bit-exact resume.
     Train(TrainArgs),
+    /// Kill, hang or slow a rank on purpose and measure detection, teardown and
+    /// recovery from the last checkpoint against an uninterrupted run. Run it once on
+    /// the launch host (not under mpirun): it runs the launcher itself.
+    Chaos(crate::chaos::args::ChaosArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -1,6 +1,7 @@
 //! burnin as a library: the binary's modules, public so integration tests and benches
 //! can use the pure parts (parsers, the collective table, statistics, reports).
 pub mod backend;
+pub mod chaos;
 pub mod cli;
 pub mod collective;
 pub mod error;

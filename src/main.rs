@@ -3,7 +3,7 @@
 //! `main` is wiring only: parse the command line, start the MPI world, prove every
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
-use burnin::{cli, error, interrupt, probe, sweep, train, watchdog, world};
+use burnin::{chaos, cli, error, interrupt, probe, sweep, train, watchdog, world};
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -34,11 +34,22 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EXIT_ERROR as u8 } else { 0 });
         }
     };
-    interrupt::install();
     ExitCode::from(run(cli) as u8)
 }
 
 fn run(cli: Cli) -> i32 {
+    if let Command::Chaos(args) = &cli.command {
+        // The supervisor runs the launcher itself: no MPI here.
+        return match chaos::supervisor::run(args) {
+            Ok(outcome) => outcome.exit_code(),
+            Err(e) => {
+                eprintln!("Error: {e:#}");
+                EXIT_ERROR
+            }
+        };
+    }
+    // Before MPI starts threads, so they inherit the signal mask (see interrupt.rs).
+    interrupt::install();
     let world = match world::World::init() {
         Ok(w) => w,
         Err(e) => {
@@ -55,6 +66,9 @@ fn run(cli: Cli) -> i32 {
             Command::Probe(args) => probe::run(&world, &cli.global, args),
             Command::Sweep(args) => sweep::run(&world, &cli.global, args, dog.clone()),
             Command::Train(args) => train::run(&world, &cli.global, args, dog.clone()),
+            Command::Chaos(_) => Err(anyhow::anyhow!(
+                "burnin chaos is the supervisor: run it on the launch host, not under mpirun"
+            )),
         }
     })();
     match result {

@@ -931,7 +931,7 @@ pub fn run(
         progress: std::io::stderr().is_terminal(),
         points: Vec::new(),
     };
-    let timeout = Duration::from_secs_f64(global.timeout.max(0.001));
+    let timeout = Duration::from_secs_f64(global.timeout_secs().max(0.001));
     let largest = plan.sizes.last().copied().unwrap_or(0);
     for tier in &tiers {
         if world.rank == 0 && tier.kind != TierKind::World {

@@ -96,6 +96,9 @@ pub struct TrainArgs {
     /// renamed), shard-done (shard durable), before-manifest (rank 0, all shards durable).
     #[arg(long, hide = true, value_name = "STEP:PHASE[:RANK]")]
     pub test_die: Option<String>,
+    /// Chaos: a fault this run injects on purpose (see `burnin chaos`).
+    #[command(flatten)]
+    pub fault: crate::chaos::fault::FaultArgs,
 }
 
 /// The model's shape: what a checkpoint must match to be loaded.
@@ -186,6 +189,9 @@ pub struct TrainPlan {
     pub log_every: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub die: Option<DiePoint>,
+    /// The fault this run injects (chaos).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fault: Option<crate::chaos::fault::FaultPlan>,
 }
 
 impl TrainPlan {
@@ -352,6 +358,14 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
         Some(t) => Some(parse_die(t, world_size)?),
         None => None,
     };
+    let fault = crate::chaos::fault::plan(
+        &args.fault,
+        world_size,
+        args.steps,
+        args.ckpt_every,
+        args.keep,
+        args.seed,
+    )?;
     Ok(TrainPlan {
         preset: args.preset,
         model,
@@ -369,6 +383,7 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
         out: args.out.clone(),
         log_every: args.log_every,
         die,
+        fault,
     })
 }
 

@@ -168,6 +168,11 @@ impl Ddp {
         self.be.as_ref()
     }
 
+    /// Deadline of each bucket's all-reduce from now on.
+    pub fn set_deadline(&mut self, deadline: Duration) {
+        self.deadline = deadline;
+    }
+
     pub fn bucket_count(&self) -> usize {
         self.buckets.len()
     }

@@ -11,6 +11,7 @@ use super::optim::AdamW;
 use super::report::{self, Determinism, IoRate, RankStep, StepRecord, StorageReport, TrainReport};
 use super::storage;
 use crate::backend;
+use crate::chaos::victim::Hooks;
 use crate::cli::GlobalArgs;
 use crate::error::{Agreed, Outcome};
 use crate::results::provenance::Provenance;
@@ -287,7 +288,20 @@ pub fn run(
     dog: Arc<Watchdog>,
 ) -> Result<Outcome> {
     let mut plan = args::plan(args, world.size).map_err(agreed)?;
-    let timeout = Duration::from_secs_f64(global.timeout.max(0.001));
+    // Chaos hooks: events JSONL, clock offsets, derived deadlines, check-ins, faults.
+    let fixed = global
+        .timeout
+        .map(|t| Duration::from_secs_f64(t.max(0.001)));
+    let mut hooks = Hooks::start(
+        world,
+        plan.fault.clone(),
+        plan.out.as_deref(),
+        &plan.ckpt_dir,
+        fixed,
+        plan.resume,
+        dog.clone(),
+    )?;
+    let timeout = hooks.deadlines().init();
     let device = choose_device(world, plan.device)?;
     let determinism = setup_determinism(device)?;
     let (kind, why) = backend::resolve(world, global)?;
@@ -322,6 +336,11 @@ pub fn run(
     let model = Model::new(plan.model, plan.seed, device)?;
     let mut opt = AdamW::new(&model, plan.lr)?;
     let mut ddp = Ddp::new(be, &model, plan.bucket_bytes, timeout)?;
+    let before_exchange = format!(
+        "before its gradient all-reduce: {} bucket(s), {} of f32 in all",
+        ddp.bucket_count(),
+        checkpoint::size(plan.model.parameters() * 4)
+    );
     let tokens_per_step = world.size as u64 * plan.batch as u64 * plan.model.seq as u64;
     if world.rank == 0 {
         println!(
@@ -352,7 +371,16 @@ pub fn run(
         last_shard: None,
     };
     let resumed = if plan.resume {
-        checkpoint::restore(&mut ctx, world, &plan, &model, &mut opt)?
+        let t = Instant::now();
+        let r = checkpoint::restore(&mut ctx, world, &plan, &model, &mut opt)?;
+        hooks.restored(
+            r.as_ref().map(|r| r.step),
+            r.as_ref()
+                .map(|r| r.restore_s)
+                .unwrap_or_else(|| t.elapsed().as_secs_f64()),
+            r.as_ref().map(|r| r.skipped.clone()).unwrap_or_default(),
+        );
+        r
     } else {
         if plan.ckpt_every > 0 {
             checkpoint::prepare_fresh(&ctx, world)?;
@@ -397,16 +425,28 @@ pub fn run(
     let mut problems: Vec<String> = Vec::new();
     let mut shares = report::ShareSums::default();
     for step in start + 1..=plan.steps {
-        let out = train_step(
+        let step_deadline = hooks.deadlines().step();
+        ddp.set_deadline(step_deadline);
+        let pre = hooks.before_step(step, &before_exchange);
+        let mut out = train_step(
             &model, &mut opt, &mut ddp, &plan, plan.seed, step, world.rank,
         )
         .with_context(|| format!("step {step}"))?;
+        // The straggler's sleep is its compute; the check-in is waiting for peers.
+        out.rank.compute_s += pre.slow_s;
+        out.rank.comm_s += pre.checkin_s;
+        out.rank.allreduce_s += pre.checkin_s;
+        out.rank.step_s += pre.slow_s + pre.checkin_s;
+        hooks.after_step(step, out.rank.compute_s);
         let gathered = guarded(
             &dog,
             &format!("gathering the timings of step {step}"),
-            timeout,
+            step_deadline,
             || world.gather_json(&out.rank),
         )?;
+        if let Some(all) = &gathered {
+            hooks.observe_ranks(step, &all.iter().map(|r| r.compute_s).collect::<Vec<_>>());
+        }
         let mut record = gathered.map(|all| {
             shares.add(&all);
             StepRecord::from_ranks(step, &all, tokens_per_step)
@@ -417,7 +457,11 @@ pub fn run(
             } else {
                 String::new()
             };
-            if let Some(c) = checkpoint::save(&mut ctx, world, &plan, &model, &opt, step, &sha)? {
+            ctx.deadline = hooks.deadlines().checkpoint();
+            let t = Instant::now();
+            let saved = checkpoint::save(&mut ctx, world, &plan, &model, &opt, step, &sha)?;
+            hooks.checkpoint_took(t.elapsed().as_secs_f64());
+            if let Some(c) = saved {
                 if world.rank == 0 {
                     println!(
                         "# checkpoint step {step}: {} x {} in {:.3} s ({:.3} GB/s), stall {:.3} s{}",
@@ -460,7 +504,10 @@ pub fn run(
             }
             records.push(r);
         }
+        hooks.end_of_step(step);
     }
+    hooks.finished(plan.steps.max(start));
+    let timeout = hooks.deadlines().checkpoint();
 
     // Replicas: every rank must end with the same weights.
     let final_sha = weights_hash(&model)?;

@@ -162,7 +162,7 @@ impl NcclBackend {
         let count = crate::gpu::ready().map_err(|e| anyhow!(e))?;
         let lib = super::library(global.nccl_lib.as_deref())?;
         let device = Arc::new(Device::open(super::gpu_for(local_rank, count))?);
-        let timeout = Duration::from_secs_f64(global.timeout.max(0.001));
+        let timeout = Duration::from_secs_f64(global.timeout_secs().max(0.001));
         let be = NcclBackend {
             rank: comm.rank() as usize,
             size: comm.size() as usize,

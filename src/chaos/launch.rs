@@ -1,0 +1,460 @@
+//! One launched job, supervised: the launcher (mpirun, `sim-cluster exec`, srun …) runs
+//! as a child in its own process group, its stdout and stderr go line by line to files
+//! in the trial folder and, stamped with the time they were read, to the supervisor;
+//! every process of the job is tracked by (pid, start time), ranks by their MPI rank;
+//! and the job is torn down like a good launcher does it: let the launcher
+//! end the job by itself for a moment, then SIGTERM to every process of the tree, a
+//! grace period, SIGKILL — and a check that nothing is left.
+//!
+//! A process belongs to the job when it descends from the launcher, or when it
+//! descends from the supervisor (orphans are re-parented to it, see `proctree`) and
+//! carries the job's token in its environment (`BURNIN_CHAOS_JOB`, inherited by every
+//! process the launcher starts on this host; `sim-cluster exec` passes `BURNIN_*` on).
+use super::events::unix_now;
+use super::proctree;
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A line the job printed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Line {
+    /// Supervisor's clock when it was read.
+    pub unix: f64,
+    pub stderr: bool,
+    pub text: String,
+}
+
+/// A process of the tree, as first seen.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub start: u64,
+    pub comm: String,
+    /// MPI rank, for burnin ranks.
+    pub rank: Option<usize>,
+    /// When it was found gone (supervisor's clock).
+    pub gone: Option<f64>,
+}
+
+/// How a teardown went.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Teardown {
+    /// "launcher ended the job itself", "SIGTERM", "SIGKILL".
+    pub how: String,
+    /// The launcher's exit ("exit 137", "signal 15").
+    pub launcher_exit: String,
+    /// Processes still alive after the launcher itself had exited (orphans it left;
+    /// the supervisor then killed them): "pid comm".
+    pub left_behind: Vec<String>,
+    /// After the teardown, no process of the job exists (checked in /proc).
+    pub tree_empty: bool,
+    /// When the teardown began and ended (supervisor's clock).
+    pub began_unix: f64,
+    pub done_unix: f64,
+}
+
+/// Describe an exit status.
+pub fn describe_exit(st: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => "unknown".into(),
+    }
+}
+
+pub struct Job {
+    child: Child,
+    pub pid: u32,
+    pub spawned_unix: f64,
+    spawned: Instant,
+    lines: Arc<Mutex<Vec<Line>>>,
+    readers: Vec<JoinHandle<()>>,
+    /// Every process ever seen under the supervisor while this job ran.
+    pub seen: BTreeMap<u32, Seen>,
+    /// The launcher's exit and when it was noticed.
+    pub exit: Option<(ExitStatus, f64)>,
+    last_scan: Option<Instant>,
+    token: String,
+    /// Processes under the supervisor found not to be the job's: (pid, start).
+    foreign: HashSet<(u32, u64)>,
+}
+
+/// Environment variable that marks a job's processes.
+pub const JOB_ENV: &str = "BURNIN_CHAOS_JOB";
+
+fn has_token(pid: u32, token: &str) -> bool {
+    let want = format!("{JOB_ENV}={token}");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| env.split(|&b| b == 0).any(|kv| kv == want.as_bytes()))
+        .unwrap_or(false)
+}
+
+fn reader(
+    stream: impl std::io::Read + Send + 'static,
+    file: std::fs::File,
+    stderr: bool,
+    lines: Arc<Mutex<Vec<Line>>>,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut file = file;
+        let mut r = BufReader::new(stream);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let t = unix_now();
+                    let _ = file.write_all(&buf);
+                    let _ = file.flush();
+                    let text = String::from_utf8_lossy(&buf).trim_end().to_string();
+                    if let Ok(mut l) = lines.lock() {
+                        l.push(Line {
+                            unix: t,
+                            stderr,
+                            text,
+                        });
+                    }
+                }
+            }
+        }
+    })
+}
+
+impl Job {
+    /// Start `argv` with its output going to `stdout_path` / `stderr_path`.
+    pub fn spawn(argv: &[String], stdout_path: &Path, stderr_path: &Path) -> Result<Job> {
+        use std::os::unix::process::CommandExt;
+        let (prog, args) = argv
+            .split_first()
+            .ok_or_else(|| anyhow::anyhow!("--launch: empty command"))?;
+        let out = std::fs::File::create(stdout_path)
+            .with_context(|| format!("cannot create {}", stdout_path.display()))?;
+        let err = std::fs::File::create(stderr_path)
+            .with_context(|| format!("cannot create {}", stderr_path.display()))?;
+        static JOBS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let token = format!(
+            "{}-{}",
+            std::process::id(),
+            JOBS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let mut c = Command::new(prog);
+        c.args(args)
+            .env(JOB_ENV, &token)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let spawned_unix = unix_now();
+        let mut child = c
+            .spawn()
+            .with_context(|| format!("--launch: cannot start '{prog}'"))?;
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let mut readers = Vec::new();
+        if let Some(s) = child.stdout.take() {
+            readers.push(reader(s, out, false, Arc::clone(&lines)));
+        }
+        if let Some(s) = child.stderr.take() {
+            readers.push(reader(s, err, true, Arc::clone(&lines)));
+        }
+        Ok(Job {
+            pid: child.id(),
+            child,
+            spawned_unix,
+            spawned: Instant::now(),
+            lines,
+            readers,
+            seen: BTreeMap::new(),
+            exit: None,
+            last_scan: None,
+            token,
+            foreign: HashSet::new(),
+        })
+    }
+
+    /// Add the job's processes not seen yet to `seen`.
+    fn scan(&mut self) {
+        let me = std::process::id();
+        let procs = proctree::all();
+        let under_launcher: HashSet<u32> = proctree::descendants(self.pid, &procs)
+            .iter()
+            .map(|p| p.pid)
+            .collect();
+        for p in proctree::descendants(me, &procs) {
+            if !p.live() || self.foreign.contains(&(p.pid, p.start)) {
+                continue;
+            }
+            if self.seen.get(&p.pid).is_some_and(|s| s.start == p.start) {
+                continue;
+            }
+            let member = p.pid == self.pid
+                || under_launcher.contains(&p.pid)
+                || has_token(p.pid, &self.token);
+            if !member {
+                self.foreign.insert((p.pid, p.start));
+                continue;
+            }
+            let rank = if p.comm == "burnin" {
+                proctree::rank_of(p.pid)
+            } else {
+                None
+            };
+            self.seen.insert(
+                p.pid,
+                Seen {
+                    start: p.start,
+                    comm: p.comm.clone(),
+                    rank,
+                    gone: None,
+                },
+            );
+        }
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.spawned.elapsed()
+    }
+
+    /// Lines printed so far.
+    pub fn lines(&self) -> Vec<Line> {
+        self.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Look at the job: the launcher's exit, the tree (a full /proc scan at most every
+    /// `scan_every`; known processes every call). Returns processes found gone now.
+    pub fn poll(&mut self, scan_every: Duration) -> Vec<(u32, Seen)> {
+        if self.exit.is_none() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                self.exit = Some((st, unix_now()));
+            }
+        }
+        let now = unix_now();
+        let scan = self.last_scan.is_none_or_elapsed(scan_every);
+        if scan {
+            self.last_scan = Some(Instant::now());
+            self.scan();
+            proctree::reap_orphans(&[self.pid]);
+        }
+        let mut gone = Vec::new();
+        for (pid, s) in self.seen.iter_mut() {
+            if s.gone.is_none() && !proctree::alive(*pid, s.start) {
+                s.gone = Some(now);
+                gone.push((*pid, s.clone()));
+            }
+        }
+        gone
+    }
+
+    /// Processes of the job alive now (launcher included while it runs), after a
+    /// fresh scan.
+    pub fn live(&mut self) -> Vec<(u32, String)> {
+        self.scan();
+        self.seen
+            .iter()
+            .filter(|(pid, s)| proctree::alive(**pid, s.start))
+            .map(|(pid, s)| (*pid, s.comm.clone()))
+            .collect()
+    }
+
+    fn signal_all(&mut self, sig: i32) {
+        if self.exit.is_none() {
+            proctree::signal(self.pid, sig);
+        }
+        for (pid, _) in self.live() {
+            proctree::signal(pid, sig);
+        }
+    }
+
+    /// Wait until `done` or `limit`, polling.
+    fn wait_until(&mut self, limit: Duration, done: impl Fn(&mut Job) -> bool) -> bool {
+        let t = Instant::now();
+        loop {
+            self.poll(Duration::from_millis(100));
+            if done(self) {
+                return true;
+            }
+            if t.elapsed() >= limit {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// End the job: `wait` for the launcher to end it by itself, then SIGTERM to every
+    /// process, `grace`, SIGKILL; then the same for anything the launcher left behind;
+    /// then check that the tree is empty.
+    pub fn teardown(&mut self, wait: Duration, grace: Duration) -> Teardown {
+        let began = unix_now();
+        let mut how = "launcher ended the job itself".to_string();
+        let exited = |j: &mut Job| j.exit.is_some();
+        if !self.wait_until(wait, exited) {
+            how = "SIGTERM".into();
+            self.signal_all(libc::SIGTERM);
+            if !self.wait_until(grace, |j| j.exit.is_some() && j.live().is_empty()) {
+                how = "SIGKILL".into();
+                self.signal_all(libc::SIGKILL);
+                self.wait_until(Duration::from_secs(10), exited);
+            }
+        }
+        // Whatever outlives the launcher by a moment was left behind by it.
+        self.wait_until(Duration::from_millis(300), |j| j.live().is_empty());
+        let left: Vec<(u32, String)> = self.live();
+        let left_behind: Vec<String> = left.iter().map(|(p, c)| format!("{p} {c}")).collect();
+        if !left.is_empty() {
+            for (p, _) in &left {
+                proctree::signal(*p, libc::SIGTERM);
+            }
+            if !self.wait_until(grace, |j| j.live().is_empty()) {
+                for (p, _) in self.live() {
+                    proctree::signal(p, libc::SIGKILL);
+                }
+                self.wait_until(Duration::from_secs(10), |j| j.live().is_empty());
+            }
+        }
+        proctree::reap_orphans(&[self.pid]);
+        let tree_empty = self.exit.is_some() && self.live().is_empty();
+        // The readers end when the last writer of the pipes is gone; don't wait long.
+        for h in std::mem::take(&mut self.readers) {
+            let t = Instant::now();
+            while !h.is_finished() && t.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            }
+        }
+        Teardown {
+            how,
+            launcher_exit: self
+                .exit
+                .as_ref()
+                .map(|(s, _)| describe_exit(s))
+                .unwrap_or_else(|| "still running".into()),
+            left_behind,
+            tree_empty,
+            began_unix: began,
+            done_unix: unix_now(),
+        }
+    }
+}
+
+/// `Option<Instant>`: never set, or set longer ago than `d`.
+trait Elapsed {
+    fn is_none_or_elapsed(&self, d: Duration) -> bool;
+}
+impl Elapsed for Option<Instant> {
+    fn is_none_or_elapsed(&self, d: Duration) -> bool {
+        match self {
+            None => true,
+            Some(t) => t.elapsed() >= d,
+        }
+    }
+}
+
+/// Whether a job output line is a sign of failure: burnin's own deadline lines and
+/// errors, and what Open MPI (ORTE) and PMIx-based launchers print when a rank dies,
+/// aborts or a daemon is lost. burnin's chaos, straggler and warning lines are not.
+pub fn is_failure_line(text: &str) -> bool {
+    const NOT: [&str; 4] = [
+        "burnin: chaos:",
+        "burnin: straggler:",
+        "burnin: warning:",
+        "setpgid",
+    ];
+    if NOT.iter().any(|n| text.contains(n)) {
+        return false;
+    }
+    const SIGNS: [&str; 16] = [
+        " waited ",
+        "Error",
+        "error",
+        "ERROR",
+        "MPI_ABORT",
+        "mpirun noticed",
+        "mpirun has exited",
+        "prterun",
+        "lost communication",
+        "exited on signal",
+        "terminated",
+        "Connection reset",
+        "readv failed",
+        "Broken pipe",
+        "did not arrive",
+        "killed",
+    ];
+    SIGNS.iter().any(|s| text.contains(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_lines_are_recognised() {
+        for l in [
+            "burnin: rank 0 (node0) waited 1.0 s at the check-in of step 13 (...): rank 2 (node1) did not arrive",
+            "mpirun noticed that process rank 3 with PID 0 on node node1 exited on signal 9 (Killed).",
+            "MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD",
+            "Error on rank 2 (vm): step 4: something",
+            "ORTE has lost communication with a remote daemon.",
+        ] {
+            assert!(is_failure_line(l), "{l}");
+        }
+        for l in [
+            "burnin: chaos: rank 2 (vm) injects kill at the end of step 12: SIGKILL to itself",
+            "step     10/30  loss 5.0627  step 29.33 ms",
+            "[head:01234] [[1,0],0] plm:rsh: Warning: setpgid(1,2) failed in parent with errno=Permission denied(13)",
+            "burnin: straggler: rank 3 (node1) computes 2.9x slower",
+        ] {
+            assert!(!is_failure_line(l), "{l}");
+        }
+    }
+
+    #[test]
+    fn a_job_is_watched_and_torn_down_without_leftovers() {
+        // A "launcher" that starts a child in another process group (as mpirun does
+        // with ranks), prints, and never ends by itself.
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = [
+            "sh",
+            "-c",
+            "setsid sleep 300 & echo started; echo oops: error >&2; sleep 300",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        proctree::become_subreaper();
+        let mut job = Job::spawn(&argv, &dir.path().join("o"), &dir.path().join("e")).unwrap();
+        let t = Instant::now();
+        while job.lines().len() < 2 && t.elapsed() < Duration::from_secs(10) {
+            job.poll(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        job.poll(Duration::ZERO);
+        assert!(
+            job.seen.values().filter(|s| s.comm == "sleep").count() >= 2,
+            "{:?}",
+            job.seen
+        );
+        let lines = job.lines();
+        assert!(
+            lines.iter().any(|l| l.stderr && is_failure_line(&l.text)),
+            "{lines:?}"
+        );
+        let td = job.teardown(Duration::from_millis(200), Duration::from_secs(2));
+        assert_eq!(td.how, "SIGTERM", "{td:?}");
+        assert!(td.tree_empty, "{td:?}");
+        assert!(job.live().is_empty());
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("o")).unwrap(),
+            "started\n"
+        );
+    }
+}

@@ -1,0 +1,172 @@
+//! The supervisor's view of the processes it started, from `/proc` (Linux).
+//!
+//! `burnin chaos` makes itself a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): a
+//! process of the job whose parent dies is re-parented to the supervisor instead of
+//! init, so "every descendant of the supervisor" is the whole job, orphans included,
+//! and "the job is gone" can be checked rather than assumed. Processes are identified
+//! by (pid, start time) so a recycled pid is never mistaken for a job process. Open MPI
+//! puts every rank in a process group of its own, so signals go to each pid, never
+//! only to the launcher's group.
+use std::collections::HashMap;
+
+/// One process as `/proc/PID/stat` describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: u32,
+    pub ppid: u32,
+    /// R, S, D, Z (zombie), X (dead), ...
+    pub state: char,
+    /// Executable name (at most 15 characters).
+    pub comm: String,
+    /// Start time in clock ticks since boot (with pid: a unique identity).
+    pub start: u64,
+}
+
+impl Proc {
+    /// Running or sleeping: not a zombie waiting to be reaped, not dead.
+    pub fn live(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Parse a `/proc/PID/stat` line. `comm` may hold spaces and parentheses, so fields
+/// are counted after its last ')'. Pure.
+pub fn parse_stat(text: &str) -> Option<Proc> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text[..open].trim().parse().ok()?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] = state (field 3), rest[1] = ppid (4), rest[19] = starttime (22).
+    Some(Proc {
+        pid,
+        ppid: rest.get(1)?.parse().ok()?,
+        state: rest.first()?.chars().next()?,
+        comm,
+        start: rest.get(19)?.parse().ok()?,
+    })
+}
+
+/// The process `pid` now (None: gone).
+pub fn stat(pid: u32) -> Option<Proc> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// Every process of the machine (of this pid namespace).
+pub fn all() -> Vec<Proc> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(stat)
+        .collect()
+}
+
+/// Every descendant of `root` among `procs` (not `root` itself). Pure.
+pub fn descendants(root: u32, procs: &[Proc]) -> Vec<Proc> {
+    let mut children: HashMap<u32, Vec<&Proc>> = HashMap::new();
+    for p in procs {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for c in children.get(&p).map(|v| v.as_slice()).unwrap_or(&[]) {
+            if c.pid != root && !out.iter().any(|o: &Proc| o.pid == c.pid) {
+                out.push((*c).clone());
+                frontier.push(c.pid);
+            }
+        }
+    }
+    out
+}
+
+/// Whether the process identified by (pid, start) is still alive (not a zombie).
+pub fn alive(pid: u32, start: u64) -> bool {
+    stat(pid).is_some_and(|p| p.start == start && p.live())
+}
+
+/// The MPI rank of a process, from its environment (None: not a rank or unreadable).
+pub fn rank_of(pid: u32) -> Option<usize> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|&b| b == 0).find_map(|kv| {
+        let kv = std::str::from_utf8(kv).ok()?;
+        [
+            "OMPI_COMM_WORLD_RANK=",
+            "PMIX_RANK=",
+            "PMI_RANK=",
+            "SLURM_PROCID=",
+        ]
+        .iter()
+        .find_map(|k| kv.strip_prefix(k)?.parse().ok())
+    })
+}
+
+/// Make this process the subreaper of its descendants. False when refused.
+pub fn become_subreaper() -> bool {
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag on this process.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
+}
+
+/// Send `sig` to `pid` (errors, e.g. already gone, are ignored).
+pub fn signal(pid: u32, sig: i32) {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return;
+    }
+    // SAFETY: kill(2) on one pid of the job this supervisor started (checked by the
+    // caller against its start time a moment ago).
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+/// Reap zombie children of this process other than `keep` (the launcher, which its
+/// `Child` handle waits for): orphans re-parented to us by the subreaper flag.
+pub fn reap_orphans(keep: &[u32]) {
+    let me = std::process::id();
+    for p in all() {
+        if p.ppid == me && !p.live() && !keep.contains(&p.pid) {
+            let mut status = 0;
+            // SAFETY: waitpid on a zombie child of ours, WNOHANG: returns at once.
+            unsafe {
+                libc::waitpid(p.pid as i32, &mut status, libc::WNOHANG);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_parse_even_with_odd_names() {
+        let l = "1234 (my (odd) prog) S 1000 1234 1234 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 98765 1000 10 18446744073709551615";
+        let p = parse_stat(l).unwrap();
+        assert_eq!((p.pid, p.ppid, p.state, p.start), (1234, 1000, 'S', 98765));
+        assert_eq!(p.comm, "my (odd) prog");
+        assert!(p.live());
+        assert!(parse_stat("garbage").is_none());
+        let z = parse_stat(&l.replace(") S ", ") Z ")).unwrap();
+        assert!(!z.live());
+    }
+
+    #[test]
+    fn descendants_follow_ppid_links() {
+        let p = |pid, ppid| Proc {
+            pid,
+            ppid,
+            state: 'S',
+            comm: "x".into(),
+            start: 1,
+        };
+        let procs = vec![p(1, 0), p(10, 1), p(11, 10), p(12, 11), p(13, 10), p(20, 1)];
+        let mut d: Vec<u32> = descendants(10, &procs).iter().map(|x| x.pid).collect();
+        d.sort_unstable();
+        assert_eq!(d, vec![11, 12, 13]);
+        let me = stat(std::process::id()).unwrap();
+        assert!(me.live() && alive(me.pid, me.start));
+        assert!(!alive(me.pid, me.start + 1));
+    }
+}
