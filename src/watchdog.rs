@@ -12,6 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 type Sink = Box<dyn Fn(&str) + Send + Sync>;
+type Note = Box<dyn Fn() -> String + Send + Sync>;
 
 struct Armed {
     what: String,
@@ -32,6 +33,7 @@ pub struct Watchdog {
     state: Mutex<State>,
     wake: Condvar,
     sinks: Mutex<Vec<Sink>>,
+    notes: Mutex<Vec<Note>>,
     abort_with_mpi: bool,
 }
 
@@ -67,6 +69,7 @@ impl Watchdog {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             sinks: Mutex::new(Vec::new()),
+            notes: Mutex::new(Vec::new()),
             abort_with_mpi,
         });
         let d = Arc::clone(&dog);
@@ -83,6 +86,14 @@ impl Watchdog {
     pub fn add_sink(&self, sink: Sink) {
         if let Ok(mut s) = self.sinks.lock() {
             s.push(sink);
+        }
+    }
+
+    /// Append what `note` says (when not empty) to every expiry line, e.g. which
+    /// peers are still heard from.
+    pub fn add_note(&self, note: Note) {
+        if let Ok(mut n) = self.notes.lock() {
+            n.push(note);
         }
     }
 
@@ -121,8 +132,17 @@ impl Watchdog {
                 Some(a) => {
                     let now = Instant::now();
                     if now >= a.deadline {
-                        let line = expiry_line(&self.who, &a.what, now - a.since, a.since_wall);
+                        let mut line = expiry_line(&self.who, &a.what, now - a.since, a.since_wall);
                         drop(s);
+                        if let Ok(notes) = self.notes.lock() {
+                            for n in notes.iter() {
+                                let text = n();
+                                if !text.is_empty() {
+                                    line.push_str("; ");
+                                    line.push_str(&text);
+                                }
+                            }
+                        }
                         self.expire(&line);
                     }
                     a.deadline - now

@@ -4,7 +4,7 @@ use crate::cli::GlobalArgs;
 use crate::error::usage;
 use crate::train::TrainArgs;
 use anyhow::Result;
-use clap::{Args, Parser};
+use clap::{Args, Parser, ValueEnum};
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -19,6 +19,10 @@ pub struct ChaosArgs {
     /// corrupt-ckpt, node-loss:NODE, link-cut:NODE (simulated cluster).
     #[arg(long, value_name = "LIST", default_value = "kill")]
     pub fault: String,
+    /// How each trial's kind is chosen from --fault: random (seeded), or cycle (in
+    /// turn, so every kind is covered).
+    #[arg(long, value_enum, default_value_t = KindOrder::Random)]
+    pub kind_order: KindOrder,
     /// Victim rank, or `random` (drawn per trial).
     #[arg(long, value_name = "RANK|random", default_value = "random")]
     pub fault_rank: String,
@@ -67,6 +71,14 @@ pub struct ChaosArgs {
     /// the --fault flags.
     #[arg(last = true, value_name = "TRAIN ARGS")]
     pub train_args: Vec<String>,
+}
+
+/// How trials pick their fault kind.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KindOrder {
+    Random,
+    Cycle,
 }
 
 /// `burnin train ARGS` as the job will parse it.

@@ -191,7 +191,14 @@ impl Job {
             if !p.live() || self.foreign.contains(&(p.pid, p.start)) {
                 continue;
             }
-            if self.seen.get(&p.pid).is_some_and(|s| s.start == p.start) {
+            if let Some(known) = self.seen.get_mut(&p.pid).filter(|s| s.start == p.start) {
+                // Seen between fork and exec: the name (and rank) come with the exec.
+                if known.comm != p.comm {
+                    known.comm = p.comm.clone();
+                    if p.comm == "burnin" {
+                        known.rank = proctree::rank_of(p.pid);
+                    }
+                }
                 continue;
             }
             let member = p.pid == self.pid
@@ -433,11 +440,11 @@ mod tests {
         proctree::become_subreaper();
         let mut job = Job::spawn(&argv, &dir.path().join("o"), &dir.path().join("e")).unwrap();
         let t = Instant::now();
-        while job.lines().len() < 2 && t.elapsed() < Duration::from_secs(10) {
-            job.poll(Duration::from_millis(50));
+        let sleeps = |j: &Job| j.seen.values().filter(|s| s.comm == "sleep").count();
+        while (job.lines().len() < 2 || sleeps(&job) < 2) && t.elapsed() < Duration::from_secs(10) {
+            job.poll(Duration::ZERO);
             std::thread::sleep(Duration::from_millis(20));
         }
-        job.poll(Duration::ZERO);
         assert!(
             job.seen.values().filter(|s| s.comm == "sleep").count() >= 2,
             "{:?}",

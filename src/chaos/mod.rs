@@ -17,6 +17,7 @@ pub mod clock;
 pub mod deadline;
 pub mod events;
 pub mod fault;
+pub mod heartbeat;
 pub mod launch;
 pub mod proctree;
 pub mod report;

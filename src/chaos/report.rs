@@ -21,7 +21,8 @@ pub struct Times {
     /// That sign → every process of the job gone (checked in /proc).
     pub teardown_s: Option<f64>,
     /// Job gone → every rank of the relaunched job up (rank 0's `start` event, after
-    /// MPI start-up and the clock ping-pong with every rank).
+    /// MPI start-up and the clock ping-pong with every rank). Includes the heal of a
+    /// cut link and any relaunch attempt that failed before its ranks were up.
     pub relaunch_s: Option<f64>,
     /// Ranks up → checkpoint restored (model built, checkpoint chosen, read, verified
     /// and loaded).
@@ -112,6 +113,8 @@ pub struct Trial {
     pub problems: Vec<String>,
     /// Observations that are not failures (e.g. another rank also reported slow).
     pub notes: Vec<String>,
+    /// Launches it took to get the job running again (1: the first worked).
+    pub relaunches: usize,
     /// What made the failure visible first.
     pub detected_by: Option<String>,
     /// Nothing noticed the failure within --hang-limit: the supervisor had to.
@@ -426,6 +429,7 @@ mod tests {
             outcome: if ok { "recovered" } else { "failed" }.into(),
             problems: vec![],
             notes: vec![],
+            relaunches: 1,
             detected_by: None,
             hung: false,
             stall: None,

@@ -18,7 +18,7 @@
 //! at start; the supervisor's own marks (teardown, relaunch) are on its clock. On one
 //! host (the simulated cluster, plain mpirun) the clocks are the same; across hosts the
 //! launch host and rank 0's host are assumed NTP-synchronised (typically the same).
-use super::args::{self, ChaosArgs};
+use super::args::{self, ChaosArgs, KindOrder};
 use super::ckptcheck;
 use super::events::{self, unix_now, Event, What};
 use super::fault::{self, FaultKind, Pick, SplitMix64};
@@ -66,6 +66,7 @@ struct Setup {
     launch: Vec<String>,
     burnin: PathBuf,
     kinds: Vec<FaultKind>,
+    order: KindOrder,
     rank: Pick,
     step: Pick,
     slow_factor: f64,
@@ -159,6 +160,7 @@ fn setup(a: &ChaosArgs) -> Result<Setup> {
         launch,
         burnin,
         kinds,
+        order: a.kind_order,
         rank,
         step,
         slow_factor: a.slow_factor,
@@ -503,7 +505,11 @@ fn parity(run: &Value, ref_losses: &[f64], ref_sha: &str, before: Option<(&Path,
 fn trial(st: &Setup, reference: &Reference, ref_losses: &[f64], n: usize) -> Result<Trial> {
     let seed = fault::trial_seed(st.seed, n);
     let mut rng = SplitMix64(seed);
-    let kind = st.kinds[rng.between(0, st.kinds.len() as u64 - 1) as usize].clone();
+    let k = match st.order {
+        KindOrder::Random => rng.between(0, st.kinds.len() as u64 - 1) as usize,
+        KindOrder::Cycle => n % st.kinds.len(),
+    };
+    let kind = st.kinds[k].clone();
     let dir = st.out.join("trials").join(format!("{n:03}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -523,6 +529,7 @@ fn trial(st: &Setup, reference: &Reference, ref_losses: &[f64], n: usize) -> Res
         outcome: "failed".into(),
         problems: Vec::new(),
         notes: Vec::new(),
+        relaunches: 0,
         detected_by: None,
         hung: false,
         stall: None,
@@ -781,26 +788,25 @@ fn trial(st: &Setup, reference: &Reference, ref_losses: &[f64], n: usize) -> Res
                 .push(format!("also reported as a straggler: {}", sg.line));
         }
     }
-    // Where the job waited in vain: rank 0's check-in line names the missing ranks;
-    // else a follower's; else a watchdog line.
-    let timeouts: Vec<&Event> = evs
+    // Where the job waited in vain: rank 0's line (it hears every rank, so it names
+    // the missing ones), else the first check-in line, else the first watchdog line.
+    let deadline_lines: Vec<(&Event, &String, Option<&Vec<usize>>)> = evs
         .iter()
-        .filter(|e| matches!(e.what, What::CheckinTimeout { .. }))
+        .filter_map(|e| match &e.what {
+            What::CheckinTimeout { line, missing, .. } => Some((e, line, Some(missing))),
+            What::Watchdog { line } => Some((e, line, None)),
+            _ => None,
+        })
         .collect();
-    match timeouts.iter().find(|e| e.rank == 0).or(timeouts.first()) {
-        Some(Event {
-            what: What::CheckinTimeout { line, missing, .. },
-            ..
-        }) => {
-            t.stall = Some(line.clone());
-            t.stall_missing = missing.clone();
-        }
-        _ => {
-            t.stall = evs.iter().find_map(|e| match &e.what {
-                What::Watchdog { line } => Some(line.clone()),
-                _ => None,
-            })
-        }
+    let pick = deadline_lines
+        .iter()
+        .find(|(e, _, m)| e.rank == 0 && m.is_some())
+        .or_else(|| deadline_lines.iter().find(|(e, _, _)| e.rank == 0))
+        .or_else(|| deadline_lines.iter().find(|(_, _, m)| m.is_some()))
+        .or(deadline_lines.first());
+    if let Some((_, line, missing)) = pick {
+        t.stall = Some((*line).clone());
+        t.stall_missing = missing.cloned().unwrap_or_default();
     }
     if t.victim_ranks.is_empty() {
         if let Some((node, _)) = &cut_at {
@@ -945,12 +951,36 @@ fn trial(st: &Setup, reference: &Reference, ref_losses: &[f64], n: usize) -> Res
         s(&ckpt),
         "--resume".into(),
     ]);
-    let r = run_to_end(&argv, &dir, "resume", limit, st.grace)?;
-    t.timeline.push(Mark {
-        event: "relaunch".into(),
-        unix: r.job.spawned_unix,
-        source: "supervisor".into(),
-    });
+    // Relaunch like a launcher with restarts would: a job that fails before its ranks
+    // are up (a daemon that could not connect yet) is started again, twice at most.
+    let mut attempt = 1;
+    let r = loop {
+        let name = if attempt == 1 {
+            "resume".to_string()
+        } else {
+            format!("resume-{attempt}")
+        };
+        let r = run_to_end(&argv, &dir, &name, limit, st.grace)?;
+        t.timeline.push(Mark {
+            event: "relaunch".into(),
+            unix: r.job.spawned_unix,
+            source: format!("supervisor (attempt {attempt})"),
+        });
+        let up = events::read_all(&resume_dir)
+            .iter()
+            .any(|e| matches!(e.what, What::Start { .. }));
+        if up || r.teardown.launcher_exit == "exit 0" || attempt == 3 || stopping() {
+            break r;
+        }
+        t.notes.push(format!(
+            "relaunch attempt {attempt} failed before the ranks were up ({}): {}",
+            r.teardown.launcher_exit,
+            tail(&r.job.lines(), 2)
+        ));
+        attempt += 1;
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    t.relaunches = attempt;
     if r.timed_out {
         t.problems.push(format!(
             "the resumed run did not end within {:.0} s",

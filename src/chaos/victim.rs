@@ -18,6 +18,7 @@ use super::clock;
 use super::deadline::{self, Deadlines};
 use super::events::{EventLog, What};
 use super::fault::{FaultKind, FaultPlan};
+use super::heartbeat::Heartbeat;
 use super::straggler::Stragglers;
 use crate::error::Agreed;
 use crate::watchdog::Watchdog;
@@ -49,6 +50,7 @@ pub struct Hooks {
     dog: Arc<Watchdog>,
     deadlines: Deadlines,
     checkin: CheckIn,
+    heartbeat: Heartbeat,
     stragglers: Option<Stragglers>,
     fault: Option<FaultPlan>,
     /// Ranks that inject the fault.
@@ -143,6 +145,10 @@ impl Hooks {
                 description,
             });
         }
+        let heartbeat = Heartbeat::start(world.comm.duplicate(), world.thread_multiple);
+        let view = heartbeat.view().clone();
+        let (nodes, node_of) = (world.nodes.clone(), world.node_of.clone());
+        dog.add_note(Box::new(move || view.describe(&nodes, &node_of)));
         Ok(Hooks {
             rank: world.rank,
             who: world.describe_rank(world.rank),
@@ -155,6 +161,7 @@ impl Hooks {
             dog,
             deadlines,
             checkin: CheckIn::new(comm),
+            heartbeat,
             stragglers: (world.rank == 0).then(|| Stragglers::new(world.size)),
             fault,
             victims,
@@ -168,6 +175,18 @@ impl Hooks {
 
     pub fn deadlines(&self) -> &Deadlines {
         &self.deadlines
+    }
+
+    /// Deadline of this rank's blocking calls within a step: the derived one on rank
+    /// 0, longer elsewhere ([`deadline::follower`]) so that when a peer goes missing
+    /// mid-step rank 0 — which hears every rank's heartbeat — speaks first and names it.
+    pub fn step_deadline(&self) -> Duration {
+        let d = self.deadlines.step();
+        if self.rank == 0 {
+            d
+        } else {
+            deadline::follower(d)
+        }
     }
 
     /// The resume's outcome (rank 0 records it).
@@ -186,6 +205,7 @@ impl Hooks {
     /// missing ranks. `before` says what the check-in precedes, for that line.
     pub fn before_step(&mut self, step: u64, before: &str) -> PreStep {
         self.step_started = Some(Instant::now());
+        self.heartbeat.set_step(step);
         let mut pre = PreStep::default();
         if let Some(extra) = self.slow_extra {
             std::thread::sleep(extra);
@@ -195,8 +215,16 @@ impl Hooks {
         match self.checkin.check_in(step, limit) {
             Ok(waited) => pre.checkin_s = waited.as_secs_f64(),
             Err(stall) => {
-                let line =
+                let mut line =
                     checkin::stall_line(&self.who, &stall, before, &self.nodes, &self.node_of);
+                let hb = self
+                    .heartbeat
+                    .view()
+                    .classify(&stall.missing, &self.nodes, &self.node_of);
+                if !hb.is_empty() {
+                    line.push_str("; heartbeats: ");
+                    line.push_str(&hb);
+                }
                 self.events.log(What::CheckinTimeout {
                     step,
                     waited_s: stall.waited.as_secs_f64(),

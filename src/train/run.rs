@@ -425,7 +425,7 @@ pub fn run(
     let mut problems: Vec<String> = Vec::new();
     let mut shares = report::ShareSums::default();
     for step in start + 1..=plan.steps {
-        let step_deadline = hooks.deadlines().step();
+        let step_deadline = hooks.step_deadline();
         ddp.set_deadline(step_deadline);
         let pre = hooks.before_step(step, &before_exchange);
         let mut out = train_step(

@@ -1,0 +1,411 @@
+//! Heartbeats: who is still there while everyone is blocked in a collective.
+//!
+//! The check-in (`checkin`) names a missing rank at a step boundary, but a fault can
+//! also land in the middle of a step — a link cut while the gradient all-reduce is in
+//! flight — and then every rank waits inside the collective, where only the watchdog
+//! can end the wait and nothing says who is gone. So each rank runs one small thread
+//! that exchanges an 8-byte heartbeat (its current step) with rank 0 every
+//! [`PERIOD`] on a communicator of its own, with non-blocking point-to-point calls
+//! (`MPI_THREAD_MULTIPLE`; without it there are no heartbeats and the lines say so).
+//! Rank 0 knows when it last heard from every rank, the others when they last heard
+//! from rank 0; a deadline line then adds "ranks 4, 5 (every rank of node2) silent
+//! for 1.2 s: dead or cut off", and a rank that missed its check-in but is still
+//! heard from is told apart as alive but not progressing (hung).
+//!
+//! The thread never blocks: it posts at most one send per peer at a time and tests
+//! its receives every [`TICK`]. Its `unsafe` is in this file, with the invariants
+//! next to it.
+use crate::world::Node;
+use mpi::ffi;
+use mpi::raw::AsRaw;
+use mpi::topology::{Communicator, SimpleCommunicator};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Heartbeat period.
+pub const PERIOD: Duration = Duration::from_millis(200);
+/// How often the thread looks at its requests.
+pub const TICK: Duration = Duration::from_millis(25);
+/// A rank not heard from this long is "silent".
+pub const SILENT: Duration = Duration::from_millis(750);
+
+const TAG_UP: i32 = 0x0c51;
+const TAG_DOWN: i32 = 0x0c52;
+
+/// What rank 0 (or a follower, about rank 0) last heard.
+struct Heard {
+    started: Instant,
+    /// Per peer: when last heard, and the step it reported.
+    last: Vec<Option<(Instant, u64)>>,
+}
+
+/// What this rank has heard, shareable with the watchdog thread.
+#[derive(Clone)]
+pub struct HeartbeatView {
+    rank: usize,
+    size: usize,
+    running: bool,
+    heard: Arc<Mutex<Heard>>,
+}
+
+/// The heartbeat of one rank.
+pub struct Heartbeat {
+    view: HeartbeatView,
+    step: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    // Freed (MPI_Comm_free on drop) only after the thread has stopped using it.
+    _comm: Option<SimpleCommunicator>,
+}
+
+/// A raw communicator handle moved to the heartbeat thread.
+struct RawComm(ffi::MPI_Comm);
+// SAFETY: an MPI communicator handle may be used from any thread when MPI runs with
+// MPI_THREAD_MULTIPLE (checked before the thread starts); the owning
+// SimpleCommunicator stays in `Heartbeat` and is freed only after the thread joined.
+unsafe impl Send for RawComm {}
+
+impl Heartbeat {
+    /// Start over `comm` (a duplicate of the world). `thread_multiple`: whether MPI
+    /// granted MPI_THREAD_MULTIPLE; without it this is a no-op heartbeat.
+    pub fn start(comm: SimpleCommunicator, thread_multiple: bool) -> Heartbeat {
+        let rank = comm.rank() as usize;
+        let size = comm.size() as usize;
+        let heard = Arc::new(Mutex::new(Heard {
+            started: Instant::now(),
+            last: vec![None; size],
+        }));
+        let step = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut hb = Heartbeat {
+            view: HeartbeatView {
+                rank,
+                size,
+                running: false,
+                heard: Arc::clone(&heard),
+            },
+            step: Arc::clone(&step),
+            stop: Arc::clone(&stop),
+            thread: None,
+            _comm: None,
+        };
+        if !thread_multiple || size < 2 {
+            return hb;
+        }
+        let raw = RawComm(comm.as_raw());
+        let spawned = std::thread::Builder::new()
+            .name("burnin-heartbeat".into())
+            .spawn(move || beat(raw, rank, size, heard, step, stop));
+        match spawned {
+            Ok(h) => {
+                hb.thread = Some(h);
+                hb.view.running = true;
+            }
+            Err(e) => eprintln!("burnin: warning: no heartbeat thread ({e})"),
+        }
+        hb._comm = Some(comm);
+        hb
+    }
+
+    /// What this rank hears.
+    pub fn view(&self) -> &HeartbeatView {
+        &self.view
+    }
+
+    /// This rank's current step, sent with its heartbeats.
+    pub fn set_step(&self, step: u64) {
+        self.step.store(step, Ordering::Relaxed);
+    }
+
+    /// Stop the thread (end of the run).
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.thread.take() {
+            let t = Instant::now();
+            while !h.is_finished() && t.elapsed() < Duration::from_secs(2) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            } else {
+                // Never free a communicator a running thread may still use.
+                std::mem::forget(self._comm.take());
+            }
+        }
+    }
+}
+
+impl HeartbeatView {
+    /// Whether heartbeats run.
+    pub fn running(&self) -> bool {
+        self.running
+    }
+
+    /// Peers this rank hears from (rank 0: all others; the others: rank 0) and how
+    /// long ago each was last heard (None: never), with the step it reported.
+    pub fn ages(&self) -> Vec<(usize, Option<Duration>, Option<u64>)> {
+        let Ok(h) = self.heard.lock() else {
+            return Vec::new();
+        };
+        let peers: Vec<usize> = if self.rank == 0 {
+            (1..self.size).collect()
+        } else {
+            vec![0]
+        };
+        peers
+            .into_iter()
+            .map(|p| match h.last[p] {
+                Some((t, s)) => (p, Some(t.elapsed()), Some(s)),
+                None => (p, None, None),
+            })
+            .collect()
+    }
+
+    /// Seconds since the heartbeat started (a peer never heard from is silent this
+    /// long).
+    fn running_for(&self) -> Duration {
+        self.heard
+            .lock()
+            .map(|h| h.started.elapsed())
+            .unwrap_or_default()
+    }
+
+    /// Whether `rank` was heard from within [`SILENT`] (None: not known here).
+    pub fn alive(&self, rank: usize) -> Option<bool> {
+        if !self.running {
+            return None;
+        }
+        self.ages()
+            .into_iter()
+            .find(|(p, _, _)| *p == rank)
+            .map(|(_, age, _)| age.is_some_and(|a| a < SILENT))
+    }
+
+    /// "heartbeats: ranks 4, 5 (every rank of node2) silent for >= 1.2 s (dead or cut
+    /// off); the other 5 heard within 0.2 s" — for deadline lines.
+    pub fn describe(&self, nodes: &[Node], node_of: &[usize]) -> String {
+        if !self.running {
+            return if self.size < 2 {
+                String::new()
+            } else {
+                "no heartbeats (MPI did not grant MPI_THREAD_MULTIPLE)".into()
+            };
+        }
+        let ages = self.ages();
+        let up = self.running_for();
+        let silent: Vec<(usize, Duration)> = ages
+            .iter()
+            .filter_map(|(p, a, _)| match a {
+                Some(a) if *a < SILENT => None,
+                Some(a) => Some((*p, *a)),
+                None => Some((*p, up)),
+            })
+            .collect();
+        let heard: Vec<Duration> = ages
+            .iter()
+            .filter_map(|(_, a, _)| a.filter(|a| *a < SILENT))
+            .collect();
+        let mut parts = Vec::new();
+        if !silent.is_empty() {
+            let ranks: Vec<usize> = silent.iter().map(|x| x.0).collect();
+            let least = silent.iter().map(|x| x.1).min().unwrap_or_default();
+            parts.push(format!(
+                "{} silent for >= {:.1} s (dead or cut off)",
+                super::checkin::describe_ranks(&ranks, nodes, node_of),
+                least.as_secs_f64()
+            ));
+        }
+        if !heard.is_empty() {
+            let worst = heard.iter().max().copied().unwrap_or_default();
+            parts.push(if self.rank == 0 {
+                format!(
+                    "{} other rank(s) heard within {:.1} s",
+                    heard.len(),
+                    worst.as_secs_f64()
+                )
+            } else {
+                format!(
+                    "rank 0 heard {:.1} s ago (it names the missing ranks)",
+                    worst.as_secs_f64()
+                )
+            });
+        }
+        format!("heartbeats: {}", parts.join("; "))
+    }
+
+    /// For a check-in that `missing` did not reach: which of them are alive but not
+    /// progressing (heard within [`SILENT`]: hung) and which are silent (dead or cut
+    /// off). Empty without heartbeats.
+    pub fn classify(&self, missing: &[usize], nodes: &[Node], node_of: &[usize]) -> String {
+        if !self.running {
+            return String::new();
+        }
+        let ages = self.ages();
+        let age = |r: usize| ages.iter().find(|(p, _, _)| *p == r).and_then(|x| x.1);
+        let (alive, silent): (Vec<usize>, Vec<usize>) = missing
+            .iter()
+            .copied()
+            .partition(|&r| age(r).is_some_and(|a| a < SILENT));
+        let mut parts = Vec::new();
+        if !alive.is_empty() {
+            parts.push(format!(
+                "{} still sends heartbeats: alive but not progressing (hung)",
+                super::checkin::describe_ranks(&alive, nodes, node_of)
+            ));
+        }
+        if !silent.is_empty() {
+            let least = silent
+                .iter()
+                .map(|&r| age(r).unwrap_or_else(|| self.running_for()))
+                .min()
+                .unwrap_or_default();
+            parts.push(format!(
+                "{} silent for >= {:.1} s: dead or cut off",
+                super::checkin::describe_ranks(&silent, nodes, node_of),
+                least.as_secs_f64()
+            ));
+        }
+        parts.join("; ")
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The heartbeat thread.
+fn beat(
+    comm: RawComm,
+    rank: usize,
+    size: usize,
+    heard: Arc<Mutex<Heard>>,
+    step: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+) {
+    let comm = comm.0;
+    // SAFETY: reading rsmpi's extern constants, initialised by the C library.
+    let (u64_t, null, ignore) = unsafe {
+        (
+            ffi::RSMPI_UINT64_T,
+            ffi::RSMPI_REQUEST_NULL,
+            ffi::RSMPI_STATUS_IGNORE,
+        )
+    };
+    let peers: Vec<usize> = if rank == 0 {
+        (1..size).collect()
+    } else {
+        vec![0]
+    };
+    let (tag_in, tag_out) = if rank == 0 {
+        (TAG_UP, TAG_DOWN)
+    } else {
+        (TAG_DOWN, TAG_UP)
+    };
+    // Buffers and requests MPI uses while a request is pending; leaked so they outlive
+    // any request left pending when the thread stops (a peer that is gone).
+    let inbox: &'static mut [u64] = Box::leak(vec![0u64; size].into_boxed_slice());
+    let outbox: &'static mut [u64] = Box::leak(vec![0u64; size].into_boxed_slice());
+    let rreq: &'static mut [ffi::MPI_Request] = Box::leak(vec![null; size].into_boxed_slice());
+    let sreq: &'static mut [ffi::MPI_Request] = Box::leak(vec![null; size].into_boxed_slice());
+    // SAFETY (every MPI call of this thread): MPI runs with MPI_THREAD_MULTIPLE;
+    // `comm` is a live communicator used by this thread only (its owner frees it only
+    // after this thread ended). Each request slot holds one operation at a time: a slot
+    // is posted only when it is MPI_REQUEST_NULL (never posted, or completed: MPI_Test
+    // resets it). Buffers are one u64 of the leaked `inbox`/`outbox`; `outbox[p]` is
+    // written only while its send slot is null, `inbox[p]` read only after its receive
+    // completed. Peers are ranks of `comm`.
+    let test = |req: &mut ffi::MPI_Request| -> bool {
+        let mut flag = 0;
+        unsafe {
+            ffi::MPI_Test(req, &mut flag, ignore);
+        }
+        flag != 0
+    };
+    for &p in &peers {
+        unsafe {
+            ffi::MPI_Irecv(
+                (&mut inbox[p] as *mut u64).cast::<c_void>(),
+                1,
+                u64_t,
+                p as i32,
+                tag_in,
+                comm,
+                &mut rreq[p],
+            );
+        }
+    }
+    let mut last_sent: Option<Instant> = None;
+    while !stop.load(Ordering::SeqCst) {
+        for &p in &peers {
+            if rreq[p] != null && test(&mut rreq[p]) {
+                if let Ok(mut h) = heard.lock() {
+                    h.last[p] = Some((Instant::now(), inbox[p]));
+                }
+                unsafe {
+                    ffi::MPI_Irecv(
+                        (&mut inbox[p] as *mut u64).cast::<c_void>(),
+                        1,
+                        u64_t,
+                        p as i32,
+                        tag_in,
+                        comm,
+                        &mut rreq[p],
+                    );
+                }
+            }
+            if sreq[p] != null {
+                test(&mut sreq[p]);
+            }
+        }
+        if last_sent.is_none_or_elapsed(PERIOD) {
+            last_sent = Some(Instant::now());
+            let now_step = step.load(Ordering::Relaxed);
+            for &p in &peers {
+                if sreq[p] == null {
+                    outbox[p] = now_step;
+                    unsafe {
+                        ffi::MPI_Isend(
+                            (&outbox[p] as *const u64).cast::<c_void>(),
+                            1,
+                            u64_t,
+                            p as i32,
+                            tag_out,
+                            comm,
+                            &mut sreq[p],
+                        );
+                    }
+                }
+            }
+        }
+        std::thread::sleep(TICK);
+    }
+    // Leave nothing MPI could still write into for long: cancel the receives; let the
+    // sends finish (eager, 8 bytes) on their own.
+    for &p in &peers {
+        if rreq[p] != null {
+            unsafe {
+                ffi::MPI_Cancel(&mut rreq[p]);
+                ffi::MPI_Request_free(&mut rreq[p]);
+            }
+        }
+        if sreq[p] != null {
+            unsafe {
+                ffi::MPI_Request_free(&mut sreq[p]);
+            }
+        }
+    }
+}
+
+trait Elapsed {
+    fn is_none_or_elapsed(&self, d: Duration) -> bool;
+}
+impl Elapsed for Option<Instant> {
+    fn is_none_or_elapsed(&self, d: Duration) -> bool {
+        self.map_or(true, |t| t.elapsed() >= d)
+    }
+}
