@@ -3,7 +3,7 @@
 //! `main` is wiring only: parse the command line, start the MPI world, prove every
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
-use burnin::{cli, error, probe, sweep, train, watchdog, world};
+use burnin::{cli, error, evidence, probe, smoke, sweep, train, watchdog, world};
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -53,6 +53,8 @@ fn run(cli: Cli) -> i32 {
             Command::Probe(args) => probe::run(&world, &cli.global, args),
             Command::Sweep(args) => sweep::run(&world, &cli.global, args, dog.clone()),
             Command::Train(args) => train::run(&world, &cli.global, args, dog.clone()),
+            Command::Smoke(args) => smoke::run(&world, &cli.global, args, dog.clone()),
+            Command::Evidence(args) => evidence::run(&world, &cli.global, args),
         }
     })();
     match result {
