@@ -70,6 +70,13 @@ pub enum Command {
     /// recovery from the last checkpoint against an uninterrupted run. Run it once on
     /// the launch host (not under mpirun): it runs the launcher itself.
     Chaos(crate::chaos::args::ChaosArgs),
+    /// Stage-1 acceptance in under a minute: every rank sees its GPU, makes a context,
+    /// allocates memory, checks a matrix product, joins one verified all_reduce, and
+    /// writes and reads a file in the checkpoint directory. One PASS/FAIL line per check.
+    Smoke(SmokeArgs),
+    /// Capture the evidence of each host (nvidia-smi, dcgmi, ibstat, lscpu, …, and the
+    /// NCCL/UCX/OMPI environment) into OUT/evidence/<host>/, tools that are missing noted.
+    Evidence(EvidenceArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -167,4 +174,27 @@ pub struct SweepArgs {
     /// Test only: make this rank corrupt its result buffer so the check must fail.
     #[arg(long, hide = true)]
     pub corrupt_rank: Option<usize>,
+}
+
+#[derive(Args, Debug, Serialize)]
+pub struct SmokeArgs {
+    /// Directory every rank writes and reads a test file in (the checkpoint storage the
+    /// job will use; default: a `burnin-smoke` directory in the system's temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub ckpt_dir: Option<PathBuf>,
+    /// Also write every rank's results as JSON to FILE (rank 0 writes it).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Serialize)]
+pub struct EvidenceArgs {
+    /// Folder to write into: OUT/evidence/<host>/ gets one file per tool and index.json.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Also run the invasive diagnostics (`dcgmi diag --run 3` instead of `--run 1`):
+    /// they load the GPUs for minutes; coordinate with whoever schedules them and raise
+    /// -T/--timeout accordingly.
+    #[arg(long)]
+    pub invasive: bool,
 }

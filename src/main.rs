@@ -3,7 +3,7 @@
 //! `main` is wiring only: parse the command line, start the MPI world, prove every
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
-use burnin::{chaos, cli, error, interrupt, probe, sweep, train, watchdog, world};
+use burnin::{chaos, cli, error, evidence, interrupt, probe, smoke, sweep, train, watchdog, world};
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -69,6 +69,8 @@ fn run(cli: Cli) -> i32 {
             Command::Chaos(_) => Err(anyhow::anyhow!(
                 "burnin chaos is the supervisor: run it on the launch host, not under mpirun"
             )),
+            Command::Smoke(args) => smoke::run(&world, &cli.global, args, dog.clone()),
+            Command::Evidence(args) => evidence::run(&world, &cli.global, args),
         }
     })();
     match result {

@@ -226,10 +226,15 @@ pub fn plan(
                 ));
             }
             let count = size / es;
-            if count > i32::MAX as u64 {
+            // MPI counts are C ints; NCCL's are size_t (an 8 GiB f32 all_reduce is
+            // 2^31 elements, as nccl-tests runs it).
+            if kind == BackendKind::Mpi && count > i32::MAX as u64 {
                 return Err(usage(
                     "-e/--max-bytes",
-                    format!("{} of {d} is more than 2^31-1 elements", Bytes(size)),
+                    format!(
+                        "{} of {d} is more than 2^31-1 elements, the most MPI takes",
+                        Bytes(size)
+                    ),
                 ));
             }
             for &c in &collectives {
@@ -1219,6 +1224,17 @@ mod tests {
             d.dtypes,
             vec![Dtype::F32, Dtype::F64, Dtype::I32, Dtype::U8]
         );
+    }
+
+    /// Regression: an 8 GiB f32 sweep (2^31 elements, nccl-tests' usual top size) was
+    /// refused for NCCL too, whose counts are size_t; only MPI's are C ints.
+    #[test]
+    fn eight_gib_of_f32_is_refused_for_mpi_only() {
+        let a = args(&["-b", "8G", "-e", "8G"]);
+        let e = format!("{:#}", plan(&a, 1, BackendKind::Mpi, |_| true).unwrap_err());
+        assert!(e.contains("-e/--max-bytes") && e.contains("MPI"), "{e}");
+        let p = plan(&a, 1, BackendKind::Nccl, |_| true).unwrap();
+        assert_eq!(p.sizes, vec![8 << 30]);
     }
 
     #[test]

@@ -108,10 +108,12 @@ impl fmt::Display for Bytes {
 pub struct GBps(pub f64);
 
 impl GBps {
-    /// Bytes moved in `seconds`, in GB/s; zero when no time was measured.
+    /// Bytes moved in `seconds`, in GB/s; zero when no time was measured. Divided in
+    /// nccl-tests' order (bytes / 1e9 / seconds) so both print the same last digit
+    /// (tests/nccl_tests_parity.rs).
     pub fn from_bytes_secs(bytes: u64, seconds: f64) -> GBps {
         if seconds > 0.0 {
-            GBps(bytes as f64 / seconds / 1e9)
+            GBps(bytes as f64 / 1e9 / seconds)
         } else {
             GBps(0.0)
         }

@@ -231,14 +231,15 @@ pub fn plan_tiers(nodes: &[Node], wanted: &[TierKind], pair_ranks: Option<usize>
                     .collect()
             }
         };
-        // Drop groups of one rank; drop the tier if nothing is left or it repeats.
+        // Drop groups of one rank (except the world of a one-GPU machine, which
+        // nccl-tests measures too); drop the tier if nothing is left or it repeats.
         let rounds: Vec<Round> = rounds
             .into_iter()
             .map(|r| Round {
                 groups: r
                     .groups
                     .into_iter()
-                    .filter(|g| g.members.len() >= 2)
+                    .filter(|g| g.members.len() >= 2 || kind == TierKind::World)
                     .collect(),
             })
             .filter(|r| !r.groups.is_empty())
@@ -365,6 +366,16 @@ mod tests {
         let t = plan_tiers(&nodes(1, 4), &TierKind::ALL, None);
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].kind, TierKind::World);
+    }
+
+    /// Regression: a one-GPU machine (one rank) measured nothing at all, while
+    /// nccl-tests runs every collective on one GPU.
+    #[test]
+    fn one_rank_still_measures_the_world() {
+        let t = plan_tiers(&nodes(1, 1), &TierKind::ALL, None);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].kind, TierKind::World);
+        assert_eq!(t[0].rounds[0].groups[0].members, vec![0]);
     }
 
     #[test]

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Check a Kubeflow MPI Operator MPIJob manifest (kubeflow.org/v2beta1) for burnin.
+
+kubeconform is not packaged in Debian, so this checks the parts of the v2beta1 schema
+that matter here (from the operator's CRD: field names, required fields, enums, types),
+plus burnin's own rules: every worker asks for GPUs with `nvidia.com/gpu`,
+slotsPerWorker equals that count, and the launcher's `-np` equals workers x slots.
+
+    check-mpijob.py FILE...      exit 0 when every file passes, 1 with the reasons
+    check-mpijob.py --self-test  prove the checker rejects broken manifests
+"""
+import copy
+import re
+import sys
+
+try:
+    import yaml
+except ImportError:  # Debian: python3-yaml (launch/setup installs it)
+    sys.exit("check-mpijob: PyYAML is missing (apt-get install python3-yaml)")
+
+# Field names of the v2beta1 MPIJob spec, its replica specs and run policy.
+SPEC_FIELDS = {"launcherCreationPolicy", "mpiImplementation", "mpiReplicaSpecs",
+               "runLauncherAsWorker", "runPolicy", "slotsPerWorker", "sshAuthMountPath"}
+REPLICA_FIELDS = {"replicas", "restartPolicy", "template"}
+RUN_POLICY_FIELDS = {"activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "managedBy",
+                     "schedulingPolicy", "suspend", "ttlSecondsAfterFinished"}
+ENUMS = {
+    "mpiImplementation": {"OpenMPI", "Intel", "MPICH"},
+    "launcherCreationPolicy": {"AtStartup", "WaitForWorkersReady"},
+    "cleanPodPolicy": {"None", "Running", "All"},
+    "restartPolicy": {"Always", "OnFailure", "Never", "ExitCode"},
+}
+GPU = "nvidia.com/gpu"
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check(doc):
+    """Problems with one parsed manifest (an empty list when it passes)."""
+    errs = []
+    if not isinstance(doc, dict):
+        return ["the document is not a mapping"]
+    if doc.get("apiVersion") != "kubeflow.org/v2beta1":
+        errs.append(f"apiVersion is {doc.get('apiVersion')!r}, not 'kubeflow.org/v2beta1'")
+    if doc.get("kind") != "MPIJob":
+        errs.append(f"kind is {doc.get('kind')!r}, not 'MPIJob'")
+    name = (doc.get("metadata") or {}).get("name")
+    if not isinstance(name, str) or not DNS_LABEL.match(name):
+        errs.append(f"metadata.name {name!r} is not a DNS-1123 label")
+    spec = doc.get("spec")
+    if not isinstance(spec, dict):
+        return errs + ["spec is missing"]
+    for k in sorted(set(spec) - SPEC_FIELDS):
+        errs.append(f"spec.{k} is not a field of the v2beta1 MPIJob spec")
+    for k in ("mpiImplementation", "launcherCreationPolicy"):
+        if k in spec and spec[k] not in ENUMS[k]:
+            errs.append(f"spec.{k} {spec[k]!r} is not one of {sorted(ENUMS[k])}")
+    slots = spec.get("slotsPerWorker", 1)
+    if not is_int(slots) or slots < 1:
+        errs.append(f"spec.slotsPerWorker {slots!r} is not an integer >= 1")
+    rp = spec.get("runPolicy", {})
+    if not isinstance(rp, dict):
+        errs.append("spec.runPolicy is not a mapping")
+    else:
+        for k in sorted(set(rp) - RUN_POLICY_FIELDS):
+            errs.append(f"spec.runPolicy.{k} is not a field of the v2beta1 run policy")
+        if "cleanPodPolicy" in rp and rp["cleanPodPolicy"] not in ENUMS["cleanPodPolicy"]:
+            errs.append(f"spec.runPolicy.cleanPodPolicy {rp['cleanPodPolicy']!r} is not one of {sorted(ENUMS['cleanPodPolicy'])}")
+        for k in ("backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
+            if k in rp and (not is_int(rp[k]) or rp[k] < 0):
+                errs.append(f"spec.runPolicy.{k} {rp[k]!r} is not an integer >= 0")
+    specs = spec.get("mpiReplicaSpecs")
+    if not isinstance(specs, dict):
+        return errs + ["spec.mpiReplicaSpecs (required) is missing"]
+    for k in sorted(set(specs) - {"Launcher", "Worker"}):
+        errs.append(f"spec.mpiReplicaSpecs.{k}: only Launcher and Worker exist")
+    replicas = {}
+    containers = {}
+    for role in ("Launcher", "Worker"):
+        where = f"spec.mpiReplicaSpecs.{role}"
+        rs = specs.get(role)
+        if not isinstance(rs, dict):
+            errs.append(f"{where} is missing")
+            continue
+        for k in sorted(set(rs) - REPLICA_FIELDS):
+            errs.append(f"{where}.{k} is not a field of a replica spec")
+        n = rs.get("replicas")
+        if not is_int(n) or n < 1:
+            errs.append(f"{where}.replicas {n!r} is not an integer >= 1")
+        replicas[role] = n
+        if "restartPolicy" in rs and rs["restartPolicy"] not in ENUMS["restartPolicy"]:
+            errs.append(f"{where}.restartPolicy {rs['restartPolicy']!r} is not one of {sorted(ENUMS['restartPolicy'])}")
+        pod = ((rs.get("template") or {}).get("spec")) or {}
+        cs = pod.get("containers")
+        if not isinstance(cs, list) or not cs:
+            errs.append(f"{where}.template.spec.containers (required) is missing or empty")
+            continue
+        containers[role] = cs
+        for i, c in enumerate(cs):
+            cw = f"{where}.template.spec.containers[{i}]"
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str) or not c.get("name"):
+                errs.append(f"{cw}.name (required) is missing")
+                continue
+            if not isinstance(c.get("image"), str) or not c["image"]:
+                errs.append(f"{cw}.image is missing")
+    if replicas.get("Launcher") not in (None, 1) and is_int(replicas.get("Launcher")):
+        errs.append(f"spec.mpiReplicaSpecs.Launcher.replicas is {replicas['Launcher']}: the operator runs exactly 1 launcher")
+    gpus = []
+    for i, c in enumerate(containers.get("Worker", [])):
+        limits = ((c.get("resources") or {}).get("limits")) or {}
+        g = limits.get(GPU)
+        if not is_int(g) or g < 1:
+            errs.append(f"spec.mpiReplicaSpecs.Worker.template.spec.containers[{i}].resources.limits[{GPU!r}] {g!r} is not an integer >= 1")
+        else:
+            gpus.append(g)
+    if gpus and is_int(slots) and sum(gpus) != slots:
+        errs.append(f"spec.slotsPerWorker is {slots} but each worker asks for {sum(gpus)} GPU(s): one rank per GPU needs them equal")
+    workers = replicas.get("Worker")
+    if is_int(workers) and is_int(slots):
+        want = workers * slots
+        text = " ".join(
+            " ".join(str(x) for x in (c.get("command") or []) + (c.get("args") or []))
+            for c in containers.get("Launcher", []))
+        nps = [int(x) for x in re.findall(r"(?:-np|-n)\s+(\d+)", text)]
+        if not nps:
+            errs.append("the launcher runs no `mpirun -np N`")
+        for n in nps:
+            if n != want:
+                errs.append(f"the launcher's -np {n} is not Worker.replicas x slotsPerWorker = {want}")
+        for p in re.findall(r"ppr:(\d+):node", text):
+            if int(p) != slots:
+                errs.append(f"the launcher maps ppr:{p}:node but slotsPerWorker is {slots}")
+    return errs
+
+
+def self_test(path):
+    """Every mutation below must be caught; the file itself must pass."""
+    base = yaml.safe_load(open(path))
+    assert check(base) == [], check(base)
+
+    def w(d):
+        return d["spec"]["mpiReplicaSpecs"]["Worker"]
+
+    def wc(d):
+        return w(d)["template"]["spec"]["containers"][0]
+
+    mutations = {
+        "apiVersion v1": lambda d: d.update(apiVersion="kubeflow.org/v1"),
+        "kind": lambda d: d.update(kind="Job"),
+        "no GPU limit": lambda d: wc(d)["resources"]["limits"].pop(GPU),
+        "GPU limit as text": lambda d: wc(d)["resources"]["limits"].update({GPU: "8"}),
+        "no launcher": lambda d: d["spec"]["mpiReplicaSpecs"].pop("Launcher"),
+        "no worker replicas": lambda d: w(d).pop("replicas"),
+        "two launchers": lambda d: d["spec"]["mpiReplicaSpecs"]["Launcher"].update(replicas=2),
+        "slots != GPUs": lambda d: d["spec"].update(slotsPerWorker=4),
+        "np != workers x slots": lambda d: w(d).update(replicas=3),
+        "unknown spec field": lambda d: d["spec"].update(slotsPerNode=8),
+        "unknown replica type": lambda d: d["spec"]["mpiReplicaSpecs"].update(Master={}),
+        "bad clean policy": lambda d: d["spec"]["runPolicy"].update(cleanPodPolicy="Sometimes"),
+        "no containers": lambda d: w(d)["template"]["spec"].update(containers=[]),
+        "nameless container": lambda d: wc(d).pop("name"),
+        "bad name": lambda d: d["metadata"].update(name="Burn_In"),
+    }
+    missed = []
+    for what, mutate in mutations.items():
+        d = copy.deepcopy(base)
+        mutate(d)
+        if not check(d):
+            missed.append(what)
+    if missed:
+        sys.exit(f"check-mpijob self-test: not caught: {', '.join(missed)}")
+    print(f"check-mpijob self-test: {len(mutations)} broken variants of {path} rejected")
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[0] == "--self-test":
+        for p in argv[1:]:
+            self_test(p)
+        return 0
+    if not argv:
+        print(__doc__.strip())
+        return 2
+    bad = 0
+    for p in argv:
+        try:
+            docs = [d for d in yaml.safe_load_all(open(p)) if d is not None]
+        except (OSError, yaml.YAMLError) as e:
+            print(f"{p}: {e}")
+            bad += 1
+            continue
+        for i, d in enumerate(docs):
+            for e in check(d):
+                print(f"{p} (document {i + 1}): {e}")
+                bad += 1
+        if not docs:
+            print(f"{p}: no YAML document")
+            bad += 1
+    if bad == 0:
+        print(f"check-mpijob: {', '.join(argv)}: ok (MPIJob v2beta1)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

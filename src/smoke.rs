@@ -1,0 +1,833 @@
+//! `burnin smoke`: the first stage of an acceptance, in under a minute per node —
+//! does every rank see its GPU, make a context, allocate memory, compute a matrix
+//! product correctly, join a verified all_reduce, and write and read a file where the
+//! checkpoints will go? One PASS/FAIL/SKIP line per check, printed by rank 0, naming
+//! the rank and host of every failure; exit 1 on any FAIL.
+//!
+//! Shape, and why:
+//! - Each check is local to its rank except the collective ones, and every rank makes
+//!   the same MPI calls in the same order whatever its local results were (readiness
+//!   is all-gathered before NCCL is touched), so a rank that failed early cannot leave
+//!   the others blocked. Blocking GPU steps run under the watchdog.
+//! - GPU mode or CPU mode is one decision for the whole job: `--backend nccl` means
+//!   GPU checks (missing GPUs are FAILs, not errors: that is what smoke is for);
+//!   `--backend mpi` means CPU; `auto` means GPU when any rank sees a GPU — a node
+//!   without its GPUs in a GPU job must fail — else CPU, where the GPU checks are
+//!   skipped with the driver's reason and the all_reduce goes through MPI.
+//! - The matrix product uses small integers, so every result element has one exact
+//!   value (also under TF32 or split-K accumulation): the check is equality, not a
+//!   tolerance.
+//! - Checking is pure ([`summarize`], [`render`]) and unit-tested; talking to CUDA,
+//!   libtorch, MPI and the file system is in the `check_*` functions.
+use crate::backend::{self, BackendKind, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
+use crate::cli::{BackendChoice, GlobalArgs, SmokeArgs};
+use crate::collective::{self, Params};
+use crate::error::Outcome;
+use crate::units::Bytes;
+use crate::watchdog::Watchdog;
+use crate::world::World;
+use anyhow::Result;
+use mpi::topology::Communicator;
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest any one smoke step may block (NCCL init included), whatever -T says.
+const STEP_LIMIT: Duration = Duration::from_secs(30);
+/// Bytes each rank writes and reads back in the checkpoint directory.
+const FILE_BYTES: usize = 4 << 20;
+/// Bytes each rank allocates and round-trips through GPU memory.
+const GPU_BYTES: usize = 64 << 20;
+/// Side of the square matrices multiplied.
+const MATMUL_N: usize = 256;
+/// Elements of the verified all_reduce (1 MiB of f32).
+const ALL_REDUCE_ELEMS: usize = 1 << 18;
+
+/// The checks, in the order they run and print.
+pub const CHECKS: [&str; 7] = [
+    "gpu",
+    "context",
+    "memory",
+    "matmul",
+    "comm-init",
+    "all_reduce",
+    "ckpt-dir",
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Fail,
+    Skip,
+}
+
+impl Status {
+    pub fn text(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Skip => "SKIP",
+        }
+    }
+}
+
+/// One check on one rank.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    pub check: String,
+    pub status: Status,
+    /// What was seen (PASS), why not (FAIL), or why it did not apply (SKIP).
+    pub detail: String,
+    pub seconds: f64,
+}
+
+/// Every check of one rank.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankSmoke {
+    pub rank: usize,
+    pub host: String,
+    pub local_rank: usize,
+    pub checks: Vec<Check>,
+}
+
+/// One printed line: a check over all ranks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub check: String,
+    pub status: Status,
+    /// Ranks whose check passed.
+    pub passed: usize,
+    pub ranks: usize,
+    pub detail: String,
+}
+
+/// The job's smoke result (what `--json` writes).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SmokeReport {
+    pub mode: String,
+    pub lines: Vec<Line>,
+    pub ranks: Vec<RankSmoke>,
+    pub outcome: String,
+}
+
+fn pass(check: &str, detail: impl Into<String>, t: Instant) -> Check {
+    Check {
+        check: check.into(),
+        status: Status::Pass,
+        detail: detail.into(),
+        seconds: t.elapsed().as_secs_f64(),
+    }
+}
+fn fail(check: &str, detail: impl Into<String>, t: Instant) -> Check {
+    Check {
+        check: check.into(),
+        status: Status::Fail,
+        detail: detail.into(),
+        seconds: t.elapsed().as_secs_f64(),
+    }
+}
+fn skip(check: &str, detail: impl Into<String>) -> Check {
+    Check {
+        check: check.into(),
+        status: Status::Skip,
+        detail: detail.into(),
+        seconds: 0.0,
+    }
+}
+fn from_result(check: &str, r: Result<String, String>, t: Instant) -> Check {
+    match r {
+        Ok(d) => pass(check, d, t),
+        Err(e) => fail(check, e, t),
+    }
+}
+
+/// One line per check: FAIL when any rank failed (naming up to four of them with
+/// their hosts), SKIP when every rank skipped, else PASS with rank 0's detail.
+pub fn summarize(ranks: &[RankSmoke]) -> Vec<Line> {
+    let mut names: Vec<&str> = Vec::new();
+    for r in ranks {
+        for c in &r.checks {
+            if !names.contains(&c.check.as_str()) {
+                names.push(&c.check);
+            }
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let of: Vec<(&RankSmoke, &Check)> = ranks
+                .iter()
+                .filter_map(|r| r.checks.iter().find(|c| c.check == name).map(|c| (r, c)))
+                .collect();
+            let passed = of.iter().filter(|(_, c)| c.status == Status::Pass).count();
+            let failed: Vec<&(&RankSmoke, &Check)> = of
+                .iter()
+                .filter(|(_, c)| c.status == Status::Fail)
+                .collect();
+            let who = |r: &RankSmoke| format!("rank {} ({})", r.rank, r.host);
+            let (status, detail) = if !failed.is_empty() {
+                let mut parts: Vec<String> = failed
+                    .iter()
+                    .take(4)
+                    .map(|(r, c)| format!("{}: {}", who(r), c.detail))
+                    .collect();
+                if failed.len() > 4 {
+                    parts.push(format!("and {} more rank(s)", failed.len() - 4));
+                }
+                (Status::Fail, parts.join("; "))
+            } else if passed == 0 {
+                let d = of
+                    .first()
+                    .map(|(_, c)| c.detail.clone())
+                    .unwrap_or_default();
+                (Status::Skip, d)
+            } else {
+                let (r, c) = of
+                    .iter()
+                    .find(|(_, c)| c.status == Status::Pass)
+                    .copied()
+                    .unwrap_or(of[0]);
+                let slowest = of
+                    .iter()
+                    .max_by(|a, b| a.1.seconds.total_cmp(&b.1.seconds))
+                    .map(|(r, c)| format!(" (slowest {} {:.2} s)", who(r), c.seconds))
+                    .unwrap_or_default();
+                let shown = if of.len() > 1 {
+                    format!("{}: {}{slowest}", who(r), c.detail)
+                } else {
+                    c.detail.clone()
+                };
+                (Status::Pass, shown)
+            };
+            Line {
+                check: name.to_string(),
+                status,
+                passed,
+                ranks: of.len(),
+                detail,
+            }
+        })
+        .collect()
+}
+
+/// The lines as rank 0 prints them.
+pub fn render(lines: &[Line]) -> String {
+    let width = lines.iter().map(|l| l.check.len()).max().unwrap_or(5);
+    let counts: Vec<String> = lines
+        .iter()
+        .map(|l| format!("{}/{}", l.passed, l.ranks))
+        .collect();
+    let cw = counts.iter().map(String::len).max().unwrap_or(3);
+    lines
+        .iter()
+        .zip(&counts)
+        .map(|(l, count)| {
+            format!(
+                "{}  {:<width$}  {:>cw$} ranks  {}\n",
+                l.status.text(),
+                l.check,
+                count,
+                l.detail
+            )
+        })
+        .collect()
+}
+
+/// Whether this job runs the GPU checks; the reason when it does not.
+fn decide_mode(world: &World, global: &GlobalArgs) -> Result<(bool, String)> {
+    if global.backend == BackendChoice::Mpi {
+        return Ok((false, "--backend mpi".into()));
+    }
+    let mine: Option<String> = crate::gpu::ready().err();
+    let all: Vec<Option<String>> = world.all_gather_json(&mine)?;
+    let any_gpu = all.iter().any(|p| p.is_none());
+    if global.backend == BackendChoice::Nccl || any_gpu {
+        return Ok((true, String::new()));
+    }
+    Ok((
+        false,
+        format!(
+            "no GPU on any rank ({})",
+            all[0].clone().unwrap_or_default()
+        ),
+    ))
+}
+
+/// `gpu`: the driver sees this rank's GPU.
+fn check_gpu(local_rank: usize) -> Result<(usize, String), String> {
+    let count = crate::gpu::ready()?;
+    let index = backend::nccl::gpu_for(local_rank, count);
+    let g = crate::gpu::describe_device(index)?;
+    Ok((
+        index,
+        format!(
+            "GPU {index} of {count}: {}, {}, PCI {}, {}",
+            g.name,
+            Bytes(g.memory_bytes),
+            g.pci_bus_id,
+            g.uuid
+        ),
+    ))
+}
+
+/// `context` and `memory`: a context on the GPU, then `GPU_BYTES` allocated, written,
+/// read back, compared and freed.
+fn check_context_and_memory(gpu: usize, dog: &Watchdog) -> (Check, Check) {
+    use cudarc::driver::CudaContext;
+    let t = Instant::now();
+    let _guard = dog.arm(
+        &format!("smoke: creating a CUDA context on GPU {gpu}"),
+        STEP_LIMIT,
+    );
+    let ctx = match CudaContext::new(gpu) {
+        Ok(c) => c,
+        Err(e) => {
+            let why = crate::gpu::driver_error_text(e);
+            return (
+                fail("context", format!("cuCtxCreate on GPU {gpu}: {why}"), t),
+                skip("memory", "no context"),
+            );
+        }
+    };
+    let info = ctx
+        .mem_get_info()
+        .map(|(free, total)| format!(", {} free of {}", Bytes(free as u64), Bytes(total as u64)))
+        .unwrap_or_default();
+    let context = pass(
+        "context",
+        format!(
+            "context on GPU {gpu} in {:.2} s{info}",
+            t.elapsed().as_secs_f64()
+        ),
+        t,
+    );
+    let t = Instant::now();
+    let memory = (|| -> Result<String, String> {
+        let err = |doing: &str, e| format!("{doing}: {}", crate::gpu::driver_error_text(e));
+        let stream = ctx.default_stream();
+        let host: Vec<u8> = (0..GPU_BYTES)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let dev = stream.clone_htod(&host).map_err(|e| {
+            err(
+                &format!("allocating and filling {}", Bytes(GPU_BYTES as u64)),
+                e,
+            )
+        })?;
+        let back = stream
+            .clone_dtoh(&dev)
+            .map_err(|e| err("copying back to the host", e))?;
+        drop(dev);
+        stream.synchronize().map_err(|e| err("freeing", e))?;
+        match back.iter().zip(&host).position(|(a, b)| a != b) {
+            None => Ok(format!(
+                "{} allocated, written, read back identical, freed",
+                Bytes(GPU_BYTES as u64)
+            )),
+            Some(i) => Err(format!(
+                "{} round trip differs at byte {i}",
+                Bytes(GPU_BYTES as u64)
+            )),
+        }
+    })();
+    (context, from_result("memory", memory, t))
+}
+
+/// Element (i, j) of the test matrices: small integers, so products are exact.
+fn mat_a(i: usize, j: usize) -> i64 {
+    ((i * 7 + j * 3) % 9) as i64 - 4
+}
+fn mat_b(i: usize, j: usize) -> i64 {
+    ((i * 5 + j * 11 + 1) % 7) as i64 - 3
+}
+
+/// The exact product of the test matrices (n × n, row-major).
+pub fn reference_product(n: usize) -> Vec<i64> {
+    let mut c = vec![0i64; n * n];
+    for i in 0..n {
+        for k in 0..n {
+            let a = mat_a(i, k);
+            for j in 0..n {
+                c[i * n + j] += a * mat_b(k, j);
+            }
+        }
+    }
+    c
+}
+
+/// Positions where `got` differs from `want`: (count, first index).
+pub fn product_errors(got: &[f32], want: &[i64]) -> (usize, Option<usize>) {
+    let mut wrong = 0;
+    let mut first = None;
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if *g as f64 != *w as f64 {
+            wrong += 1;
+            first.get_or_insert(i);
+        }
+    }
+    if got.len() != want.len() {
+        wrong += got.len().abs_diff(want.len());
+        first.get_or_insert(got.len().min(want.len()));
+    }
+    (wrong, first)
+}
+
+#[cfg(feature = "train")]
+fn check_matmul(gpu: Option<usize>, dog: &Watchdog) -> Result<String, String> {
+    use tch::{Device, Kind, Tensor};
+    let n = MATMUL_N;
+    let device = match gpu {
+        Some(g) => Device::Cuda(g),
+        None => Device::Cpu,
+    };
+    let _guard = dog.arm("smoke: a matrix product through libtorch", STEP_LIMIT);
+    let fill = |f: fn(usize, usize) -> i64| -> Vec<f32> {
+        (0..n * n).map(|x| f(x / n, x % n) as f32).collect()
+    };
+    let (a, b) = (fill(mat_a), fill(mat_b));
+    let run = || -> Result<Vec<f32>, tch::TchError> {
+        let shape = [n as i64, n as i64];
+        let ta = Tensor::f_from_slice(&a)?
+            .f_reshape(shape)?
+            .f_to_device(device)?;
+        let tb = Tensor::f_from_slice(&b)?
+            .f_reshape(shape)?
+            .f_to_device(device)?;
+        let c = ta
+            .f_matmul(&tb)?
+            .f_to_device(Device::Cpu)?
+            .f_to_kind(Kind::Float)?
+            .f_reshape([-1])?;
+        Vec::<f32>::try_from(&c)
+    };
+    // tch panics on some errors instead of returning them: a panic is a FAIL too.
+    let got = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => return Err(format!("libtorch on {device:?}: {e}")),
+        Err(_) => return Err(format!("libtorch panicked on {device:?}")),
+    };
+    match product_errors(&got, &reference_product(n)) {
+        (0, _) => Ok(format!(
+            "{n}x{n} f32 product on {device:?} (libtorch {}) equals the exact result",
+            option_env!("BURNIN_LIBTORCH_VERSION").unwrap_or("?")
+        )),
+        (w, first) => Err(format!(
+            "{n}x{n} f32 product on {device:?}: {w} wrong element(s), first at {}",
+            first.unwrap_or(0)
+        )),
+    }
+}
+
+#[cfg(not(feature = "train"))]
+fn check_matmul(_gpu: Option<usize>, _dog: &Watchdog) -> Result<String, String> {
+    Err(String::new())
+}
+
+/// `ckpt-dir`: write, fsync, read back and compare a file, then remove it.
+pub fn check_storage(dir: &Path, name: &str) -> Result<String, String> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| format!("cannot create directory {}: {e}", dir.display()))?;
+    let path = dir.join(name);
+    let data: Vec<u8> = (0..FILE_BYTES)
+        .map(|i| (i.wrapping_mul(40_503) >> 7) as u8 ^ name.len() as u8)
+        .collect();
+    let t = Instant::now();
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&path)?;
+        f.write_all(&data)?;
+        f.sync_all()
+    })();
+    let write_s = t.elapsed().as_secs_f64();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&path);
+        return Err(format!("cannot write {}: {e}", path.display()));
+    }
+    let t = Instant::now();
+    let mut back = Vec::with_capacity(FILE_BYTES);
+    let read = std::fs::File::open(&path).and_then(|mut f| f.read_to_end(&mut back));
+    let read_s = t.elapsed().as_secs_f64();
+    let removed = std::fs::remove_file(&path);
+    if let Err(e) = read {
+        return Err(format!("cannot read back {}: {e}", path.display()));
+    }
+    if back != data {
+        return Err(format!(
+            "{} read back differs from what was written",
+            path.display()
+        ));
+    }
+    if let Err(e) = removed {
+        return Err(format!("cannot remove {}: {e}", path.display()));
+    }
+    let rate = |s: f64| {
+        if s > 0.0 {
+            format!("{:.2} GB/s", FILE_BYTES as f64 / s / 1e9)
+        } else {
+            "-".into()
+        }
+    };
+    Ok(format!(
+        "{} written (fsync) at {}, read back identical at {} (page cache), in {}",
+        Bytes(FILE_BYTES as u64),
+        rate(write_s),
+        rate(read_s),
+        dir.display()
+    ))
+}
+
+/// `comm-init` and `all_reduce`: build the backend over the world, then one
+/// all_reduce whose every element is checked against the collective table.
+fn check_collective(
+    world: &World,
+    global: &GlobalArgs,
+    kind: BackendKind,
+    ready: Result<(), String>,
+    dog: Arc<Watchdog>,
+) -> Result<(Check, Check)> {
+    let t = Instant::now();
+    // Everyone learns who cannot take part before anyone starts NCCL.
+    let all: Vec<Option<String>> = world.all_gather_json(&ready.err())?;
+    let not_ready: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter_map(|(r, p)| {
+            p.as_ref()
+                .map(|p| format!("{}: {p}", world.describe_rank(r)))
+        })
+        .collect();
+    if !not_ready.is_empty() {
+        let why = format!("not attempted: {}", not_ready.join("; "));
+        return Ok((
+            fail("comm-init", why.clone(), t),
+            fail("all_reduce", why, t),
+        ));
+    }
+    let mut short = global.clone();
+    short.timeout = Some(global.timeout_secs().min(STEP_LIMIT.as_secs_f64()));
+    let built = backend::build(kind, world.comm.duplicate(), world, &short, dog);
+    let init = match &built {
+        Ok(be) => pass("comm-init", be.describe(), t),
+        Err(e) => fail("comm-init", format!("{e:#}"), t),
+    };
+    let all_ok: Vec<bool> = world.all_gather_json(&built.is_ok())?;
+    let Ok(be) = built else {
+        return Ok((
+            init,
+            fail("all_reduce", "not attempted: no communicator", t),
+        ));
+    };
+    if all_ok.iter().any(|ok| !ok) {
+        let bad: Vec<String> = (0..world.size)
+            .filter(|&r| !all_ok[r])
+            .map(|r| world.describe_rank(r))
+            .collect();
+        let why = format!("not attempted: comm-init failed on {}", bad.join(", "));
+        return Ok((init, fail("all_reduce", why, t)));
+    }
+    let t = Instant::now();
+    let result = (|| -> Result<String> {
+        let coll = collective::get(CollKind::AllReduce);
+        let p = Params {
+            n: world.size,
+            count: ALL_REDUCE_ELEMS,
+            dtype: Dtype::F32,
+            op: RedOp::Sum,
+            root: 0,
+        };
+        let l = coll.layout(&p);
+        let es = p.dtype.size();
+        let mut send = be.alloc(l.send * es)?;
+        let mut recv = be.alloc(l.recv * es)?;
+        be.upload(
+            &mut send,
+            &collective::fill(p.dtype, l.send, |i| coll.input(&p, world.rank, i)),
+        )?;
+        be.upload(&mut recv, &collective::fill(p.dtype, l.recv, |_| None))?;
+        let call = Call {
+            kind: CollKind::AllReduce,
+            dtype: p.dtype,
+            op: p.op,
+            root: 0,
+            count: p.count,
+            in_place: false,
+        };
+        let ctx = WaitCtx {
+            what: format!("smoke: {} over {} ranks", call.describe(), world.size),
+            deadline: STEP_LIMIT,
+        };
+        let times = be.run_timed(
+            &call,
+            Bufs::OutOfPlace {
+                send: &send,
+                recv: &mut recv,
+            },
+            1,
+            &ctx,
+        )?;
+        let mut got = vec![0u8; l.recv * es];
+        be.download(&recv, &mut got)?;
+        let (wrong, first) = collective::count_wrong(p.dtype, p.op, &got, |i| {
+            coll.expected(&p, world.rank, i, false, 0)
+        });
+        if wrong > 0 {
+            anyhow::bail!(
+                "{wrong} wrong element(s) of {}, first at {}",
+                p.count,
+                first.unwrap_or(0)
+            );
+        }
+        Ok(format!(
+            "{} f32 sum over {} ranks ({kind}) in {:.1} us, every element correct",
+            Bytes((p.count * es) as u64),
+            world.size,
+            times.first().copied().unwrap_or(0.0) * 1e6
+        ))
+    })();
+    let reduce = from_result("all_reduce", result.map_err(|e| format!("{e:#}")), t);
+    Ok((init, reduce))
+}
+
+/// `burnin smoke`.
+pub fn run(
+    world: &World,
+    global: &GlobalArgs,
+    args: &SmokeArgs,
+    dog: Arc<Watchdog>,
+) -> Result<Outcome> {
+    let started = Instant::now();
+    let (gpu_mode, why_cpu) = decide_mode(world, global)?;
+    let mut checks: Vec<Check> = Vec::new();
+    let mut gpu_index = None;
+    let mut ready: Result<(), String> = Ok(());
+    if gpu_mode {
+        let t = Instant::now();
+        match check_gpu(world.local_rank) {
+            Ok((index, detail)) => {
+                gpu_index = Some(index);
+                checks.push(pass("gpu", detail, t));
+                let (ctx, mem) = check_context_and_memory(index, &dog);
+                if ctx.status != Status::Pass || mem.status != Status::Pass {
+                    ready = Err(format!(
+                        "its GPU failed the {} check",
+                        if ctx.status != Status::Pass {
+                            "context"
+                        } else {
+                            "memory"
+                        }
+                    ));
+                }
+                checks.push(ctx);
+                checks.push(mem);
+            }
+            Err(e) => {
+                ready = Err(format!("no usable GPU: {e}"));
+                checks.push(fail("gpu", e, t));
+                checks.push(skip("context", "no GPU"));
+                checks.push(skip("memory", "no GPU"));
+            }
+        }
+        if ready.is_ok() {
+            if let Err(e) = backend::nccl::library(global.nccl_lib.as_deref()) {
+                ready = Err(format!("{e:#}"));
+            }
+        }
+    } else {
+        for c in ["gpu", "context", "memory"] {
+            checks.push(skip(c, format!("CPU mode: {why_cpu}")));
+        }
+    }
+    let t = Instant::now();
+    let matmul = if gpu_mode && gpu_index.is_none() {
+        skip("matmul", "no GPU")
+    } else if cfg!(feature = "train") {
+        from_result("matmul", check_matmul(gpu_index, &dog), t)
+    } else {
+        skip(
+            "matmul",
+            "built without libtorch (feature `train`): no matrix product",
+        )
+    };
+    checks.push(matmul);
+    let kind = if gpu_mode {
+        BackendKind::Nccl
+    } else {
+        BackendKind::Mpi
+    };
+    let (init, reduce) = check_collective(world, global, kind, ready, dog.clone())?;
+    checks.push(init);
+    checks.push(reduce);
+    let dir = args.ckpt_dir.clone().unwrap_or_else(default_dir);
+    let t = Instant::now();
+    let name = format!(
+        ".burnin-smoke-{}-rank{}-{}",
+        crate::evidence::folder_name(&world.host),
+        world.rank,
+        std::process::id()
+    );
+    checks.push(from_result("ckpt-dir", check_storage(&dir, &name), t));
+
+    let mine = RankSmoke {
+        rank: world.rank,
+        host: world.host.clone(),
+        local_rank: world.local_rank,
+        checks,
+    };
+    let all: Vec<RankSmoke> = world.all_gather_json(&mine)?;
+    let lines = summarize(&all);
+    let ok = lines.iter().all(|l| l.status != Status::Fail);
+    if world.rank == 0 {
+        let mode = if gpu_mode {
+            "GPU (NCCL)".to_string()
+        } else {
+            format!("CPU (MPI): {why_cpu}")
+        };
+        println!(
+            "# burnin smoke: {} ranks on {} node(s), mode {mode}",
+            world.size,
+            world.nodes.len()
+        );
+        print!("{}", render(&lines));
+        println!(
+            "# verdict: {} in {:.1} s",
+            if ok { "PASS" } else { "FAIL" },
+            started.elapsed().as_secs_f64()
+        );
+        if let Some(path) = &args.json {
+            let report = SmokeReport {
+                mode,
+                lines,
+                ranks: all,
+                outcome: if ok { "pass" } else { "fail" }.into(),
+            };
+            crate::results::write_json_atomic(path, &report)?;
+            println!("# wrote {}", path.display());
+        }
+    }
+    Ok(Outcome::from_ok(ok))
+}
+
+/// The default checkpoint directory smoke writes into.
+pub fn default_dir() -> PathBuf {
+    std::env::temp_dir().join("burnin-smoke")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(rank: usize, host: &str, checks: &[(&str, Status, &str, f64)]) -> RankSmoke {
+        RankSmoke {
+            rank,
+            host: host.into(),
+            local_rank: rank,
+            checks: checks
+                .iter()
+                .map(|(c, s, d, t)| Check {
+                    check: c.to_string(),
+                    status: *s,
+                    detail: d.to_string(),
+                    seconds: *t,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_failure_on_any_rank_fails_the_line_and_names_rank_and_host() {
+        let all = vec![
+            rank(
+                0,
+                "a",
+                &[
+                    ("gpu", Status::Pass, "H200", 0.1),
+                    ("ckpt-dir", Status::Pass, "ok", 0.2),
+                ],
+            ),
+            rank(
+                1,
+                "b",
+                &[
+                    ("gpu", Status::Pass, "H200", 0.3),
+                    ("ckpt-dir", Status::Fail, "cannot create /x: denied", 0.0),
+                ],
+            ),
+        ];
+        let lines = summarize(&all);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].status, Status::Pass);
+        assert_eq!((lines[0].passed, lines[0].ranks), (2, 2));
+        assert!(
+            lines[0].detail.contains("slowest rank 1 (b)"),
+            "{}",
+            lines[0].detail
+        );
+        assert_eq!(lines[1].status, Status::Fail);
+        assert_eq!(lines[1].passed, 1);
+        assert_eq!(lines[1].detail, "rank 1 (b): cannot create /x: denied");
+        let text = render(&lines);
+        assert!(
+            text.lines().nth(1).unwrap().starts_with("FAIL  ckpt-dir"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 2);
+    }
+
+    #[test]
+    fn all_skipped_is_skip_and_many_failures_are_counted() {
+        let all: Vec<RankSmoke> = (0..6)
+            .map(|r| {
+                rank(
+                    r,
+                    "h",
+                    &[
+                        ("gpu", Status::Skip, "CPU mode", 0.0),
+                        ("x", Status::Fail, "bad", 0.0),
+                    ],
+                )
+            })
+            .collect();
+        let lines = summarize(&all);
+        assert_eq!(lines[0].status, Status::Skip);
+        assert_eq!(lines[0].detail, "CPU mode");
+        assert_eq!(lines[1].status, Status::Fail);
+        assert!(
+            lines[1].detail.ends_with("and 2 more rank(s)"),
+            "{}",
+            lines[1].detail
+        );
+    }
+
+    #[test]
+    fn the_reference_product_is_exact_and_errors_are_found() {
+        let n = 3;
+        let c = reference_product(n);
+        // Spot-check one element by hand.
+        let want: i64 = (0..n).map(|k| mat_a(1, k) * mat_b(k, 2)).sum();
+        assert_eq!(c[n + 2], want);
+        let got: Vec<f32> = c.iter().map(|&x| x as f32).collect();
+        assert_eq!(product_errors(&got, &c), (0, None));
+        let mut bad = got.clone();
+        bad[4] += 1.0;
+        assert_eq!(product_errors(&bad, &c), (1, Some(4)));
+        // The full-size product stays exact in f32 (|values| well below 2^24).
+        let big = reference_product(MATMUL_N);
+        assert!(big.iter().all(|v| v.unsigned_abs() < 1 << 24));
+    }
+
+    #[test]
+    fn storage_check_round_trips_and_names_an_unwritable_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = check_storage(dir.path(), "f").unwrap();
+        assert!(ok.contains("read back identical"), "{ok}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "file removed"
+        );
+        let e = check_storage(Path::new("/proc/burnin-smoke-nope"), "f").unwrap_err();
+        assert!(e.contains("/proc/burnin-smoke-nope"), "{e}");
+    }
+}
