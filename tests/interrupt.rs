@@ -120,7 +120,7 @@ fn ctrl_c_during_sweeps_leaves_whole_results_and_no_process() {
     eprintln!("seed {s} (BURNIN_TEST_SEED={s} re-runs this sequence)");
     let mut rng = Lcg(s);
     let dir = tempfile::tempdir().unwrap();
-    let mut said = 0;
+    let mut measuring = 0;
     for i in 0..20 {
         let out = dir.path().join(format!("s{i}"));
         let args = [
@@ -138,24 +138,26 @@ fn ctrl_c_during_sweeps_leaves_whole_results_and_no_process() {
             "--out",
             out.to_str().unwrap(),
         ];
-        let r = interrupt_once(2, &args, rng.millis(100, 2500));
-        if out.join("points.jsonl").exists() {
-            check_results(&out, "points.jsonl");
-        }
-        if r.stderr.contains("burnin: interrupted by") {
-            said += 1;
+        let r = interrupt_once(2, &args, rng.millis(300, 4000));
+        let points = if out.join("points.jsonl").exists() {
+            check_results(&out, "points.jsonl")
+        } else {
+            0
+        };
+        // Once rank 0 is measuring, Ctrl-C must make it say what was done.
+        if points > 0 && !out.join("run.json").exists() {
+            measuring += 1;
             assert!(
-                r.stderr.contains("points measured") || r.stderr.contains("nothing measured yet"),
-                "{}",
+                r.stderr.contains("burnin: interrupted by"),
+                "rank 0 says it was interrupted:\n{}",
                 r.all()
             );
+            let at = format!("points in {}", out.join("points.jsonl").display());
+            assert!(r.stderr.contains(&at), "{}", r.all());
         }
         assert_no_panic(&r);
     }
-    assert!(
-        said >= 10,
-        "rank 0 said what was done in most runs ({said}/20)"
-    );
+    eprintln!("{measuring} of 20 interruptions came while measuring");
 }
 
 #[test]
