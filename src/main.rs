@@ -3,7 +3,7 @@
 //! `main` is wiring only: parse the command line, start the MPI world, prove every
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
-use burnin::{cli, error, probe, sweep, train, watchdog, world};
+use burnin::{acceptance, cli, error, probe, report, sweep, train, watchdog, world};
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -37,7 +37,30 @@ fn main() -> ExitCode {
     ExitCode::from(run(cli) as u8)
 }
 
+/// The commands that run on the launch host and never start MPI: the acceptance
+/// supervisor and the exporters. None for the MPI workloads.
+fn host_command(cli: &Cli) -> Option<i32> {
+    let result = match &cli.command {
+        Command::Run(args) => acceptance::run(args),
+        Command::Report(args) => report::run_report(args),
+        Command::Compare(args) => {
+            report::compare::run(&args.a, &args.b, args.out.as_deref()).map(|_| Outcome::Pass)
+        }
+        _ => return None,
+    };
+    Some(match result {
+        Ok(outcome) => outcome.exit_code(),
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            EXIT_ERROR
+        }
+    })
+}
+
 fn run(cli: Cli) -> i32 {
+    if let Some(code) = host_command(&cli) {
+        return code;
+    }
     let world = match world::World::init() {
         Ok(w) => w,
         Err(e) => {
@@ -53,6 +76,9 @@ fn run(cli: Cli) -> i32 {
             Command::Probe(args) => probe::run(&world, &cli.global, args),
             Command::Sweep(args) => sweep::run(&world, &cli.global, args, dog.clone()),
             Command::Train(args) => train::run(&world, &cli.global, args, dog.clone()),
+            Command::Run(_) | Command::Report(_) | Command::Compare(_) => Err(anyhow::anyhow!(
+                "this command runs on the launch host, not under MPI"
+            )),
         }
     })();
     match result {

@@ -57,10 +57,16 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     let mut parent_of: Vec<(u32, u32)> = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
-            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
             // pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else { continue };
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
             if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok()) {
                 parent_of.push((p, ppid));
             }
