@@ -604,14 +604,18 @@ fn train_args(
     a
 }
 
-/// The `burnin chaos` command line: the card's template, or the default one.
+/// The `burnin chaos` command line: the card's template, or the default one —
+/// `burnin chaos --launch PREFIX --fault K1,K2 --kind-order cycle --trials N --out DIR
+/// [args] -- <train flags>`, with the card's trials per kind, and the training the
+/// supervisor runs under faults taken from the card's [train] section (its backend
+/// and step deadline too).
 fn chaos_argv(card: &Card, burnin: &str, launch: &[String], dir: &Path) -> Vec<String> {
     let Some(c) = &card.chaos else {
         return Vec::new();
     };
     let launch_text = shlex::try_join(launch.iter().map(String::as_str)).unwrap_or_default();
     let kinds = c.kinds.join(",");
-    let trials = c.trials.to_string();
+    let trials = (c.trials as usize * c.kinds.len().max(1)).to_string();
     let out = path_text(dir);
     if let Some(t) = &c.command {
         let mut v = vec![burnin.to_string()];
@@ -629,14 +633,39 @@ fn chaos_argv(card: &Card, burnin: &str, launch: &[String], dir: &Path) -> Vec<S
         "chaos".into(),
         "--launch".into(),
         launch_text,
-        "--kinds".into(),
+        "--fault".into(),
         kinds,
+        "--kind-order".into(),
+        "cycle".into(),
         "--trials".into(),
         trials,
         "--out".into(),
         out,
     ];
     v.extend(c.args.iter().cloned());
+    let mut train: Vec<String> = Vec::new();
+    if let Some(b) = &card.backend {
+        train.extend(["--backend".into(), b.clone()]);
+    }
+    if let Some(t) = card.step_timeout_s {
+        train.extend(["-T".into(), t.to_string()]);
+    }
+    if let Some(t) = &card.train {
+        train.extend(["--steps".into(), t.steps.to_string()]);
+        if let Some(e) = t.ckpt_every {
+            train.extend(["--ckpt-every".into(), e.to_string()]);
+        }
+        if let Some(b) = t.ckpt_bytes {
+            train.extend(["--ckpt-bytes".into(), b.to_string()]);
+        }
+        if let Some(p) = &t.preset {
+            train.extend(["--preset".into(), p.clone()]);
+        }
+    }
+    if !train.is_empty() {
+        v.push("--".into());
+        v.extend(train);
+    }
     v
 }
 
@@ -915,19 +944,10 @@ mod tests {
         let launch = split_launch("launch/sim-cluster exec --").unwrap();
         let c = chaos_argv(&card, "/b/burnin", &launch, Path::new("/r/chaos"));
         assert_eq!(
-            c,
-            [
-                "/b/burnin",
-                "chaos",
-                "--launch",
-                "launch/sim-cluster exec --",
-                "--kinds",
-                "kill",
-                "--trials",
-                "1",
-                "--out",
-                "/r/chaos"
-            ]
+            shlex::try_join(c.iter().map(String::as_str)).unwrap(),
+            "/b/burnin chaos --launch 'launch/sim-cluster exec --' --fault kill --kind-order cycle \
+             --trials 1 --out /r/chaos -- --backend mpi -T 60 --steps 20 --ckpt-every 10 \
+             --ckpt-bytes 4MiB --preset tiny"
         );
         let t = train_args(
             card.train.as_ref().unwrap(),

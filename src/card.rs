@@ -70,6 +70,7 @@
 //! max_detect_s = 30                          # inject -> detect, every trial
 //! max_recovery_s = 300                       # inject -> first step after the restart
 //! no_hang = true                             # every trial ended by itself
+//! recovered_parity = true                    # each recovered run == the uninterrupted one
 //! ```
 //!
 //! Errors name the file, the line and the field, as topology files do: TOML and schema
@@ -348,6 +349,9 @@ pub struct ChaosCriteria {
     /// No trial hung (every fault was detected and the job ended or recovered).
     #[serde(default = "yes")]
     pub no_hang: bool,
+    /// Every recovered run ends with the uninterrupted run's weights and losses.
+    #[serde(default)]
+    pub recovered_parity: bool,
 }
 
 impl Default for ChaosCriteria {
@@ -356,6 +360,7 @@ impl Default for ChaosCriteria {
             max_detect_s: None,
             max_recovery_s: None,
             no_hang: true,
+            recovered_parity: false,
         }
     }
 }

@@ -306,6 +306,9 @@ pub struct ChaosTrial {
     pub steps_lost: Option<f64>,
     pub hung: Option<bool>,
     pub outcome: Option<String>,
+    /// The recovered run matches the uninterrupted one (weights and losses), when the
+    /// trial says.
+    pub parity: Option<bool>,
 }
 
 impl ChaosTrial {
@@ -389,7 +392,14 @@ pub fn parse_trial(index: usize, t: &Value) -> ChaosTrial {
         }
     }
     events.sort_by_key(|(n, _)| CHAOS_EVENTS.iter().position(|e| e == n));
-    let f = |keys: &[&str]| keys.iter().find_map(|k| t.get(*k).and_then(Value::as_f64));
+    // Durations may sit on the trial or in a `times` object of it.
+    let f = |keys: &[&str]| {
+        keys.iter().find_map(|k| {
+            t.get(*k)
+                .and_then(Value::as_f64)
+                .or_else(|| t.get("times")?.get(*k)?.as_f64())
+        })
+    };
     let at = |n: &str| events.iter().find(|e| e.0 == n).map(|e| e.1);
     let since_inject = |n: &str| Some(at(n)? - at("inject")?).filter(|d| *d >= 0.0);
     let outcome = ["outcome", "result", "status"]
@@ -414,12 +424,33 @@ pub fn parse_trial(index: usize, t: &Value) -> ChaosTrial {
             .to_string(),
         detect_s: f(&["detect_s", "time_to_detect_s", "detection_s"])
             .or_else(|| since_inject("detect")),
-        recovery_s: f(&["recovery_s", "time_to_recover_s", "recover_s"])
-            .or_else(|| since_inject("first_step")),
+        recovery_s: f(&[
+            "recovery_s",
+            "total_recovery_s",
+            "time_to_recover_s",
+            "recover_s",
+        ])
+        .or_else(|| since_inject("first_step")),
         steps_lost: f(&["steps_lost", "lost_steps", "work_lost_steps"]),
         hung,
         outcome,
+        parity: parity(t),
         events,
+    }
+}
+
+/// `parity: true`, or `parity: {weights_match, losses_match}` (both must hold).
+fn parity(t: &Value) -> Option<bool> {
+    match t.get("parity")? {
+        Value::Bool(b) => Some(*b),
+        Value::Object(o) => {
+            let flags: Vec<bool> = ["weights_match", "losses_match", "ok"]
+                .iter()
+                .filter_map(|k| o.get(*k).and_then(Value::as_bool))
+                .collect();
+            (!flags.is_empty()).then(|| flags.iter().all(|b| *b))
+        }
+        _ => None,
     }
 }
 
@@ -819,6 +850,29 @@ mod tests {
         let t = parse_trial(2, &flat);
         assert_eq!(t.detect_s, Some(1.25), "an explicit number wins");
         assert_eq!(t.hung, Some(true));
+        // The shape `burnin chaos` writes: a list of marks, durations under `times`.
+        let supervisor = json!({"fault": "kill", "timeline": [
+                {"event": "inject", "unix": 10.0, "source": "victim"},
+                {"event": "detect", "unix": 10.2, "source": "supervisor"},
+                {"event": "teardown-begin", "unix": 10.2, "source": "supervisor"},
+                {"event": "teardown-done", "unix": 11.0, "source": "supervisor"},
+                {"event": "relaunch", "unix": 11.1, "source": "supervisor"},
+                {"event": "ranks-up", "unix": 12.0, "source": "rank 0"},
+                {"event": "restore", "unix": 12.5, "source": "rank 0"},
+                {"event": "first-step", "unix": 12.7, "source": "rank 0"}],
+            "times": {"detect_s": 0.2, "total_recovery_s": 2.7}, "hung": false,
+            "steps_lost": 4, "outcome": "recovered",
+            "parity": {"weights_match": true, "losses_match": true, "steps_compared": 9}});
+        let t = parse_trial(3, &supervisor);
+        assert_eq!(
+            t.events.iter().map(|e| e.0.as_str()).collect::<Vec<_>>(),
+            CHAOS_EVENTS.to_vec()
+        );
+        assert_eq!((t.detect_s, t.recovery_s), (Some(0.2), Some(2.7)));
+        assert_eq!(
+            (t.hung, t.parity, t.steps_lost),
+            (Some(false), Some(true), Some(4.0))
+        );
         let c = ChaosData::from_value(
             Path::new("."),
             json!({"trials": [as_object], "summary": {"detect_s_max": 0.5, "note": "x", "nested": {}}}),

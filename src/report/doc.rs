@@ -1097,6 +1097,14 @@ fn chaos_section(d: &mut Doc, data: &RunData, charts: bool) {
                         .map(|s| format!("{s:.0}"))
                         .unwrap_or_else(|| "-".into()),
                 );
+                r.push(
+                    match t.parity {
+                        Some(true) => "identical",
+                        Some(false) => "DIFFERS",
+                        None => "-",
+                    }
+                    .into(),
+                );
                 r.push(match t.hung {
                     Some(true) => "HUNG".into(),
                     _ => t.outcome.clone().unwrap_or_else(|| "-".into()),
@@ -1114,6 +1122,7 @@ fn chaos_section(d: &mut Doc, data: &RunData, charts: bool) {
                 "restore s",
                 "first step s",
                 "steps lost",
+                "parity",
                 "outcome",
             ],
             rows,

@@ -766,6 +766,35 @@ fn judge_chaos(data: &RunData, c: &ChaosCriteria) -> Vec<Criterion> {
         }
         out.push(gated(&g, k));
     }
+    if c.recovered_parity {
+        let mut k = crit(
+            "chaos.parity",
+            "chaos",
+            "every recovered run matches the uninterrupted run".into(),
+            "same weights and losses, every trial".into(),
+        );
+        if data.chaos.is_some() && !trials.is_empty() {
+            let differ: Vec<String> = trials
+                .iter()
+                .filter(|t| t.parity == Some(false))
+                .map(|t| format!("trial {}", t.index + 1))
+                .collect();
+            let unknown = trials.iter().filter(|t| t.parity.is_none()).count();
+            k.measured = if !differ.is_empty() {
+                format!("differs: {}", differ.join(", "))
+            } else if unknown > 0 {
+                format!("{unknown} trial(s) without a parity check")
+            } else {
+                format!("identical in {} trial(s)", trials.len())
+            };
+            k.status = if differ.is_empty() && unknown == 0 {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        }
+        out.push(gated(&g, k));
+    }
     if c.no_hang {
         let mut k = crit(
             "chaos.no_hang",
