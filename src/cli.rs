@@ -19,7 +19,9 @@ use std::path::PathBuf;
     version,
     about = "Acceptance tests for rented multi-node GPU reservations",
     long_about = "Launch one burnin per GPU with mpirun/srun. probe: what is there; \
-                  sweep: NCCL/MPI collectives over sizes and topology tiers."
+                  sweep: NCCL/MPI collectives over sizes and topology tiers; train: \
+                  training with checkpoints. run (on the launch host, not under mpirun): \
+                  a whole acceptance card; report, compare: from results folders."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -77,6 +79,59 @@ pub enum Command {
     /// Capture the evidence of each host (nvidia-smi, dcgmi, ibstat, lscpu, …, and the
     /// NCCL/UCX/OMPI environment) into OUT/evidence/<host>/, tools that are missing noted.
     Evidence(EvidenceArgs),
+    /// The whole acceptance of a card: every phase as a job under --launch, a verdict
+    /// per criterion, report.md and report.html. Runs on the launch host, NOT under
+    /// mpirun.
+    Run(RunArgs),
+    /// Render report.md and report.html of a results folder from its JSON alone.
+    Report(ReportArgs),
+    /// Two results folders side by side: busbw ratios, recovery, flipped criteria.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug, Serialize)]
+pub struct RunArgs {
+    /// Acceptance card (TOML, see cards/).
+    #[arg(long, value_name = "FILE")]
+    pub card: PathBuf,
+    /// Launcher prefix each phase runs under, split like a shell would (nothing in it
+    /// is expanded), e.g. 'mpirun -np 16 --hostfile hosts' or 'launch/sim-cluster exec
+    /// --'. Default: the card's `launch`.
+    #[arg(long, value_name = "PREFIX")]
+    pub launch: Option<String>,
+    /// Results folder (default: results/<UTC time>-<card name>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Run only these of the card's phases (comma list of probe, sweep, train, chaos);
+    /// the others' criteria are NOT RUN.
+    #[arg(long, value_name = "LIST")]
+    pub phases: Option<String>,
+    /// Do not echo the jobs' output (it is still in each job's stdout.log/stderr.log).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Serialize)]
+pub struct ReportArgs {
+    /// A results folder: of `burnin run`, or the --out folder of one sweep or train.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Write report.md and report.html here instead of into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Serialize)]
+pub struct CompareArgs {
+    /// The baseline results folder (A).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The results folder compared with it (B); ratios are B / A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Write compare.md and compare.html here (default: Markdown on stdout).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]

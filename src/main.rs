@@ -3,7 +3,10 @@
 //! `main` is wiring only: parse the command line, start the MPI world, prove every
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
-use burnin::{chaos, cli, error, evidence, interrupt, probe, smoke, sweep, train, watchdog, world};
+use burnin::{
+    acceptance, chaos, cli, error, evidence, interrupt, probe, report, smoke, sweep, train,
+    watchdog, world,
+};
 
 use clap::Parser;
 use cli::{Cli, Command};
@@ -37,7 +40,30 @@ fn main() -> ExitCode {
     ExitCode::from(run(cli) as u8)
 }
 
+/// The commands that run on the launch host and never start MPI: the acceptance
+/// supervisor and the exporters. None for the MPI workloads.
+fn host_command(cli: &Cli) -> Option<i32> {
+    let result = match &cli.command {
+        Command::Run(args) => acceptance::run(args),
+        Command::Report(args) => report::run_report(args),
+        Command::Compare(args) => {
+            report::compare::run(&args.a, &args.b, args.out.as_deref()).map(|_| Outcome::Pass)
+        }
+        _ => return None,
+    };
+    Some(match result {
+        Ok(outcome) => outcome.exit_code(),
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            EXIT_ERROR
+        }
+    })
+}
+
 fn run(cli: Cli) -> i32 {
+    if let Some(code) = host_command(&cli) {
+        return code;
+    }
     if let Command::Chaos(args) = &cli.command {
         // The supervisor runs the launcher itself: no MPI here.
         return match chaos::supervisor::run(args) {
@@ -71,6 +97,9 @@ fn run(cli: Cli) -> i32 {
             )),
             Command::Smoke(args) => smoke::run(&world, &cli.global, args, dog.clone()),
             Command::Evidence(args) => evidence::run(&world, &cli.global, args),
+            Command::Run(_) | Command::Report(_) | Command::Compare(_) => Err(anyhow::anyhow!(
+                "this command runs on the launch host, not under MPI"
+            )),
         }
     })();
     match result {

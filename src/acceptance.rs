@@ -1,0 +1,994 @@
+//! `burnin run --card FILE`: the whole acceptance — every phase of the card in order,
+//! into one results folder, ending with the verdict table and the report.
+//!
+//! DESIGN: `burnin run` is a supervisor on the launch host, not an MPI program. It is
+//! started without mpirun and runs each phase as a child job,
+//! `<launcher…> <this burnin> <global flags> <phase> <flags> --out <folder>/<phase>`,
+//! with argument vectors (the `--launch` prefix is split shell-like, nothing in it is
+//! evaluated), in a process group of its own, under a per-phase bound (SIGTERM to the
+//! job's tree, 5 s grace, SIGKILL). Why this shape:
+//! - chaos needs a supervisor outside the MPI job (a killed rank ends the job; only a
+//!   process outside it can see that, time it and relaunch), and once that supervisor
+//!   exists the other phases are simplest as its children too;
+//! - a phase that crashes or hangs cannot take the run down: it is recorded, its
+//!   criteria fail, and the run goes on to the next phase and to the report;
+//! - every phase is a plain burnin command a user can copy from the report and re-run;
+//! - the launcher is the user's (mpirun, srun, `launch/sim-cluster exec --`), so burnin
+//!   needs no knowledge of hostfiles or schedulers.
+//!
+//! `burnin chaos` is itself a supervisor: it is run directly (not under the launcher)
+//! with the launcher prefix as an argument. When this build has no `chaos` command
+//! the phase is recorded as not available and its criteria are NOT RUN.
+//!
+//! The folder: `acceptance.json` (card, launcher, every job's command line, exit and
+//! times; rewritten after every job, so a killed run leaves a readable record),
+//! `card.toml` (the card as given), one sub-folder per job with its own JSON and its
+//! `stdout.log`/`stderr.log`, then `report.md` and `report.html`.
+use crate::card::{split_launch, Card, PHASES};
+use crate::cli::RunArgs;
+use crate::error::Outcome;
+use crate::report::verdict::{self, Criterion};
+use crate::results::{create_out_dir, write_json_atomic};
+use crate::topology::file::Topology;
+use crate::watchdog::unix_seconds;
+use anyhow::{anyhow, bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Version of the acceptance.json schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How a job ended.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Started, never recorded as ended (the run itself was killed).
+    Running,
+    /// Exit 0.
+    Passed,
+    /// Exit 1: it ran to the end and its own checks failed.
+    Failed,
+    /// Any other exit, or a signal.
+    Crashed,
+    /// Ran past its bound and was killed.
+    TimedOut,
+    /// `burnin run` was interrupted (SIGINT/SIGTERM) while it ran.
+    Interrupted,
+    /// This build or site cannot run it (e.g. no `burnin chaos`).
+    NotAvailable,
+    /// Not run, because an earlier job it needs did not succeed.
+    Skipped,
+}
+
+/// One child job of the run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct JobRecord {
+    /// probe, sweep, train or chaos.
+    pub phase: String,
+    /// The job's name and folder: probe, sweep, train, train-part, train-resume, chaos.
+    pub name: String,
+    /// The command line, as run.
+    pub argv: Vec<String>,
+    /// Its folder, relative to the results folder.
+    pub dir: String,
+    pub started_unix: f64,
+    pub finished_unix: Option<f64>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timeout_s: f64,
+    pub status: JobStatus,
+    /// Why, for anything but a plain exit.
+    #[serde(default)]
+    pub note: String,
+}
+
+impl JobRecord {
+    /// "exit 1", "killed by signal 9", "timed out after 600 s", ...
+    pub fn describe(&self) -> String {
+        let how = match (self.exit_code, self.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(s)) => format!("killed by signal {s}"),
+            _ => String::new(),
+        };
+        let what = match self.status {
+            JobStatus::Running => "never finished (the run was killed)".to_string(),
+            JobStatus::TimedOut => format!("timed out after {} s", self.timeout_s),
+            JobStatus::Interrupted => "interrupted".into(),
+            JobStatus::NotAvailable => "not available".into(),
+            JobStatus::Skipped => "skipped".into(),
+            JobStatus::Passed => "passed".into(),
+            JobStatus::Failed => "its own checks failed".into(),
+            JobStatus::Crashed => "crashed".into(),
+        };
+        let mut s = what;
+        if !how.is_empty() && !matches!(self.status, JobStatus::Passed | JobStatus::Failed) {
+            s = format!("{s} ({how})");
+        }
+        if !self.note.is_empty() {
+            s = format!("{s}: {}", self.note);
+        }
+        s
+    }
+
+    pub fn seconds(&self) -> Option<f64> {
+        Some(self.finished_unix? - self.started_unix)
+    }
+}
+
+/// acceptance.json.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AcceptanceRecord {
+    pub schema_version: u32,
+    pub kind: String,
+    pub card: Card,
+    /// The card file as given on the command line.
+    pub card_path: String,
+    pub topology: Option<Topology>,
+    /// The launcher prefix, split into words.
+    pub launch: Vec<String>,
+    /// The burnin binary every job ran.
+    pub burnin: String,
+    pub burnin_version: String,
+    /// `burnin run`'s own command line.
+    pub argv: Vec<String>,
+    /// Where `burnin run` ran.
+    pub launch_host: String,
+    /// Phases this run was asked to run (the card's, or --phases).
+    pub phases_selected: Vec<String>,
+    pub started_unix: f64,
+    pub finished_unix: Option<f64>,
+    pub jobs: Vec<JobRecord>,
+    /// The verdict as judged at the end of the run (`burnin report` judges again).
+    pub criteria: Vec<Criterion>,
+    /// pass or fail, once finished.
+    pub outcome: Option<String>,
+}
+
+/// Set by SIGINT/SIGTERM: stop the current job, write the report, exit 2.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+/// "20260412T101500Z" for a unix time (UTC), as `date -u +%Y%m%dT%H%M%SZ` prints.
+pub fn utc_stamp(unix: f64) -> String {
+    let secs = unix.max(0.0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// "2026-04-12 10:15:00 UTC".
+pub fn utc_text(unix: f64) -> String {
+    let s = utc_stamp(unix);
+    format!(
+        "{}-{}-{} {}:{}:{} UTC",
+        &s[0..4],
+        &s[4..6],
+        &s[6..8],
+        &s[9..11],
+        &s[11..13],
+        &s[13..15]
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's
+/// algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Every descendant of `pid`, found through /proc's parent links.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut parent_of: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            // pid (comm) state ppid …: comm may hold spaces, so split after ')'.
+            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+                continue;
+            };
+            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok()) {
+                parent_of.push((p, ppid));
+            }
+        }
+    }
+    let mut out = vec![];
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for &(c, pp) in &parent_of {
+            if pp == p && !out.contains(&c) {
+                out.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// Signal a job: its process group and every descendant (mpirun puts ranks in groups
+/// of their own).
+fn signal_tree(pid: u32, sig: libc::c_int) {
+    let tree = descendants(pid);
+    // SAFETY: kill(2) on the process group we created for our own child and on its
+    // descendants found a moment ago.
+    unsafe {
+        libc::kill(-(pid as libc::pid_t), sig);
+        for p in tree {
+            libc::kill(p as libc::pid_t, sig);
+        }
+    }
+}
+
+/// How a supervised child ended.
+struct Ended {
+    code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    interrupted: bool,
+}
+
+/// Run `argv` in its own process group, its output copied line by line to the
+/// terminal and to `log_dir/{stdout,stderr}.log`, bounded by `limit`.
+fn supervise(argv: &[String], log_dir: &Path, limit: Duration, quiet: bool) -> Result<Ended> {
+    let (prog, args) = argv.split_first().ok_or_else(|| anyhow!("empty command"))?;
+    let mut cmd = Command::new(prog);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot start {prog}"))?;
+    let pipe = |r: Box<dyn std::io::Read + Send>, file: PathBuf, to_err: bool| {
+        std::thread::spawn(move || {
+            let mut log = std::fs::File::create(&file).ok();
+            for line in BufReader::new(r).lines() {
+                let Ok(line) = line else { break };
+                if let Some(f) = &mut log {
+                    let _ = writeln!(f, "{line}");
+                }
+                if !quiet {
+                    if to_err {
+                        eprintln!("{line}");
+                    } else {
+                        println!("{line}");
+                    }
+                }
+            }
+        })
+    };
+    let out = child
+        .stdout
+        .take()
+        .map(|o| pipe(Box::new(o), log_dir.join("stdout.log"), false));
+    let err = child
+        .stderr
+        .take()
+        .map(|e| pipe(Box::new(e), log_dir.join("stderr.log"), true));
+    let start = Instant::now();
+    let (mut timed_out, mut interrupted) = (false, false);
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        let expired = start.elapsed() > limit;
+        let stop = INTERRUPTED.load(Ordering::SeqCst);
+        if expired || stop {
+            timed_out = expired;
+            interrupted = stop;
+            signal_tree(child.id(), libc::SIGTERM);
+            let grace = Instant::now();
+            let st = loop {
+                if let Some(st) = child.try_wait()? {
+                    break Some(st);
+                }
+                if grace.elapsed() > Duration::from_secs(5) {
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            match st {
+                Some(st) => break st,
+                None => {
+                    signal_tree(child.id(), libc::SIGKILL);
+                    break child.wait()?;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Whatever the job left running (daemons that outlived it) goes too.
+    signal_tree(child.id(), libc::SIGKILL);
+    for t in [out, err].into_iter().flatten() {
+        let _ = t.join();
+    }
+    Ok(Ended {
+        code: status.code(),
+        signal: status.signal(),
+        timed_out,
+        interrupted,
+    })
+}
+
+/// Everything the jobs share.
+struct Runner {
+    out: PathBuf,
+    launch: Vec<String>,
+    burnin: String,
+    global: Vec<String>,
+    quiet: bool,
+    record: AcceptanceRecord,
+}
+
+impl Runner {
+    fn save(&self) -> Result<()> {
+        write_json_atomic(&self.out.join("acceptance.json"), &self.record)
+    }
+
+    /// The launcher prefix, this burnin, the global flags, then `args`.
+    fn under_launcher(&self, args: &[String]) -> Vec<String> {
+        let mut v = self.launch.clone();
+        v.push(self.burnin.clone());
+        v.extend(self.global.iter().cloned());
+        v.extend(args.iter().cloned());
+        v
+    }
+
+    fn job_dir(&self, name: &str) -> Result<PathBuf> {
+        let d = self.out.join(name);
+        create_out_dir(&d, "--out")?;
+        Ok(d)
+    }
+
+    /// Record a job that does not run.
+    fn not_run(&mut self, phase: &str, name: &str, status: JobStatus, note: String) -> Result<()> {
+        println!("== {name}: {}", note);
+        let now = unix_seconds(SystemTime::now());
+        self.record.jobs.push(JobRecord {
+            phase: phase.into(),
+            name: name.into(),
+            argv: Vec::new(),
+            dir: name.into(),
+            started_unix: now,
+            finished_unix: Some(now),
+            exit_code: None,
+            signal: None,
+            timeout_s: 0.0,
+            status,
+            note,
+        });
+        self.save()
+    }
+
+    /// Run one job, recording it before it starts and after it ends.
+    fn job(
+        &mut self,
+        phase: &str,
+        name: &str,
+        argv: Vec<String>,
+        timeout_s: f64,
+    ) -> Result<JobStatus> {
+        let dir = self.job_dir(name)?;
+        println!(
+            "== {name}: {}",
+            shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default()
+        );
+        let _ = std::io::stdout().flush();
+        self.record.jobs.push(JobRecord {
+            phase: phase.into(),
+            name: name.into(),
+            argv: argv.clone(),
+            dir: name.into(),
+            started_unix: unix_seconds(SystemTime::now()),
+            finished_unix: None,
+            exit_code: None,
+            signal: None,
+            timeout_s,
+            status: JobStatus::Running,
+            note: String::new(),
+        });
+        self.save()?;
+        let ended = supervise(&argv, &dir, Duration::from_secs_f64(timeout_s), self.quiet);
+        let rec = self
+            .record
+            .jobs
+            .last_mut()
+            .ok_or_else(|| anyhow!("no job"))?;
+        rec.finished_unix = Some(unix_seconds(SystemTime::now()));
+        match ended {
+            Err(e) => {
+                rec.status = JobStatus::Crashed;
+                rec.note = format!("{e:#}");
+            }
+            Ok(e) => {
+                rec.exit_code = e.code;
+                rec.signal = e.signal;
+                rec.status = if e.interrupted {
+                    JobStatus::Interrupted
+                } else if e.timed_out {
+                    JobStatus::TimedOut
+                } else {
+                    match e.code {
+                        Some(0) => JobStatus::Passed,
+                        Some(1) => JobStatus::Failed,
+                        _ => JobStatus::Crashed,
+                    }
+                };
+                if rec.status == JobStatus::Crashed {
+                    rec.note = last_error_line(&dir.join("stderr.log"));
+                }
+            }
+        }
+        let status = rec.status;
+        println!(
+            "== {name}: {} in {:.1} s",
+            rec.describe(),
+            rec.seconds().unwrap_or(0.0)
+        );
+        self.save()?;
+        Ok(status)
+    }
+}
+
+/// The last line of a log that looks like an error (for the job's note).
+fn last_error_line(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("Error") || l.contains("error"))
+        .or(lines.last())
+        .map(|l| l.chars().take(300).collect())
+        .unwrap_or_default()
+}
+
+fn secs(v: Option<f64>, default: f64) -> f64 {
+    v.unwrap_or(default)
+}
+
+/// The phases to run: the card's, narrowed by `--phases`.
+fn select_phases(card: &Card, only: Option<&str>) -> Result<Vec<String>> {
+    let have = card.phases();
+    let Some(list) = only else {
+        return Ok(have.into_iter().map(String::from).collect());
+    };
+    let mut out = Vec::new();
+    for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if !PHASES.contains(&p) {
+            bail!("--phases: unknown phase '{p}' (probe, sweep, train, chaos)");
+        }
+        if !have.contains(&p) {
+            bail!("--phases: the card has no [{p}] section");
+        }
+        if !out.iter().any(|x: &String| x == p) {
+            out.push(p.to_string());
+        }
+    }
+    if out.is_empty() {
+        bail!("--phases: no phase given");
+    }
+    // Always in the card's order.
+    out.sort_by_key(|p| PHASES.iter().position(|x| x == p));
+    Ok(out)
+}
+
+/// Whether this burnin has a `chaos` command.
+fn has_chaos(burnin: &str) -> bool {
+    Command::new(burnin)
+        .args(["chaos", "--help"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+fn path_text(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
+fn sweep_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
+    let Some(s) = &card.sweep else {
+        return Vec::new();
+    };
+    let mut a: Vec<String> = vec![
+        "sweep".into(),
+        "-c".into(),
+        s.collectives.join(","),
+        "-b".into(),
+        s.min_bytes.to_string(),
+        "-e".into(),
+        s.max_bytes.to_string(),
+        "--tiers".into(),
+        s.tiers.join(","),
+    ];
+    let mut opt = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            a.push(flag.into());
+            a.push(v);
+        }
+    };
+    opt("-f", s.step_factor.map(|f| f.to_string()));
+    opt("-n", s.iters.map(|n| n.to_string()));
+    opt("-w", s.warmup.map(|w| w.to_string()));
+    opt("--budget", s.budget_s.map(|b| b.to_string()));
+    opt("--placement", s.placement.clone());
+    opt("-d", s.dtype.clone());
+    opt("--topology", topo.map(path_text));
+    opt(
+        "--outlier-fraction",
+        s.criteria.outlier_fraction.map(|f| f.to_string()),
+    );
+    opt(
+        "--min-fraction",
+        s.criteria.min_fraction_of_expected.map(|f| f.to_string()),
+    );
+    a.push("--out".into());
+    a.push(path_text(dir));
+    a.extend(s.args.iter().cloned());
+    a
+}
+
+fn train_args(
+    spec: &crate::card::TrainSpec,
+    steps: u64,
+    out: &Path,
+    ckpt_dir: Option<PathBuf>,
+    resume: bool,
+) -> Vec<String> {
+    let mut a: Vec<String> = vec!["train".into(), "--steps".into(), steps.to_string()];
+    if resume {
+        a.push("--resume".into());
+    }
+    if let Some(e) = spec.ckpt_every {
+        a.extend(["--ckpt-every".into(), e.to_string()]);
+    }
+    if let Some(b) = spec.ckpt_bytes {
+        a.extend(["--ckpt-bytes".into(), b.to_string()]);
+    }
+    if let Some(p) = &spec.preset {
+        a.extend(["--preset".into(), p.clone()]);
+    }
+    if let Some(d) = ckpt_dir {
+        a.extend(["--ckpt-dir".into(), path_text(&d)]);
+    }
+    a.extend(["--out".into(), path_text(out)]);
+    a.extend(spec.args.iter().cloned());
+    a
+}
+
+/// The `burnin chaos` command line: the card's template, or the default one —
+/// `burnin chaos --launch PREFIX --fault K1,K2 --kind-order cycle --trials N --out DIR
+/// [args] -- <train flags>`, with the card's trials per kind, and the training the
+/// supervisor runs under faults taken from the card's [train] section (its backend
+/// and step deadline too).
+fn chaos_argv(card: &Card, burnin: &str, launch: &[String], dir: &Path) -> Vec<String> {
+    let Some(c) = &card.chaos else {
+        return Vec::new();
+    };
+    let launch_text = shlex::try_join(launch.iter().map(String::as_str)).unwrap_or_default();
+    let kinds = c.kinds.join(",");
+    let trials = (c.trials as usize * c.kinds.len().max(1)).to_string();
+    let out = path_text(dir);
+    if let Some(t) = &c.command {
+        let mut v = vec![burnin.to_string()];
+        v.extend(t.iter().map(|a| {
+            a.replace("{launch}", &launch_text)
+                .replace("{out}", &out)
+                .replace("{kinds}", &kinds)
+                .replace("{trials}", &trials)
+                .replace("{burnin}", burnin)
+        }));
+        return v;
+    }
+    let mut v: Vec<String> = vec![
+        burnin.into(),
+        "chaos".into(),
+        "--launch".into(),
+        launch_text,
+        "--fault".into(),
+        kinds,
+        "--kind-order".into(),
+        "cycle".into(),
+        "--trials".into(),
+        trials,
+        "--out".into(),
+        out,
+    ];
+    v.extend(c.args.iter().cloned());
+    let mut train: Vec<String> = Vec::new();
+    if let Some(b) = &card.backend {
+        train.extend(["--backend".into(), b.clone()]);
+    }
+    if let Some(t) = card.step_timeout_s {
+        train.extend(["-T".into(), t.to_string()]);
+    }
+    if let Some(t) = &card.train {
+        train.extend(["--steps".into(), t.steps.to_string()]);
+        if let Some(e) = t.ckpt_every {
+            train.extend(["--ckpt-every".into(), e.to_string()]);
+        }
+        if let Some(b) = t.ckpt_bytes {
+            train.extend(["--ckpt-bytes".into(), b.to_string()]);
+        }
+        if let Some(p) = &t.preset {
+            train.extend(["--preset".into(), p.clone()]);
+        }
+    }
+    if !train.is_empty() {
+        v.push("--".into());
+        v.extend(train);
+    }
+    v
+}
+
+/// `burnin run`.
+pub fn run(args: &RunArgs) -> Result<Outcome> {
+    let card = Card::load(&args.card)?;
+    let topo_path = card.topology_path(&args.card).map(|p| absolute(&p));
+    let topology = card.load_topology(&args.card)?;
+    let launch_text = args
+        .launch
+        .clone()
+        .or_else(|| card.launch.clone())
+        .ok_or_else(|| {
+            anyhow!(
+                "--launch: {} names no launcher; pass one, e.g. --launch 'mpirun -np 8 --hostfile hosts'",
+                args.card.display()
+            )
+        })?;
+    let launch = split_launch(&launch_text).map_err(|e| anyhow!("--launch: {e}"))?;
+    let phases = select_phases(&card, args.phases.as_deref())?;
+    let started = unix_seconds(SystemTime::now());
+    let out = absolute(&args.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!("{}-{}", utc_stamp(started), card.name))
+    }));
+    if out.join("acceptance.json").exists() {
+        bail!(
+            "--out: {} already holds an acceptance run; give another folder",
+            out.display()
+        );
+    }
+    create_out_dir(&out, "--out")?;
+    let burnin = std::env::current_exe()
+        .context("cannot find this burnin binary")?
+        .display()
+        .to_string();
+    let mut global: Vec<String> = Vec::new();
+    if let Some(b) = &card.backend {
+        global.extend(["--backend".into(), b.clone()]);
+    }
+    if let Some(t) = card.step_timeout_s {
+        global.extend(["-T".into(), t.to_string()]);
+    }
+    if let Ok(text) = std::fs::read_to_string(&args.card) {
+        let _ = std::fs::write(out.join("card.toml"), text);
+    }
+    let record = AcceptanceRecord {
+        schema_version: SCHEMA_VERSION,
+        kind: "acceptance".into(),
+        card: card.clone(),
+        card_path: path_text(&args.card),
+        topology,
+        launch: launch.clone(),
+        burnin: burnin.clone(),
+        burnin_version: env!("CARGO_PKG_VERSION").into(),
+        argv: std::env::args().collect(),
+        launch_host: hostname(),
+        phases_selected: phases.clone(),
+        started_unix: started,
+        finished_unix: None,
+        jobs: Vec::new(),
+        criteria: Vec::new(),
+        outcome: None,
+    };
+    let mut r = Runner {
+        out: out.clone(),
+        launch,
+        burnin,
+        global,
+        quiet: args.quiet,
+        record,
+    };
+    r.save()?;
+    install_signal_handlers();
+    println!(
+        "# burnin run: card {} ({}), phases {}, results {}",
+        card.name,
+        args.card.display(),
+        phases.join(","),
+        out.display()
+    );
+    for phase in &phases {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            break;
+        }
+        match phase.as_str() {
+            "probe" => {
+                let t = secs(card.probe.as_ref().and_then(|p| p.timeout_s), 300.0);
+                let dir = out.join("probe");
+                let argv = r.under_launcher(&[
+                    "probe".into(),
+                    "--json".into(),
+                    path_text(&dir.join("probe.json")),
+                ]);
+                r.job("probe", "probe", argv, t)?;
+            }
+            "sweep" => {
+                let t = secs(card.sweep.as_ref().and_then(|s| s.timeout_s), 1800.0);
+                let argv =
+                    r.under_launcher(&sweep_args(&card, topo_path.as_deref(), &out.join("sweep")));
+                r.job("sweep", "sweep", argv, t)?;
+            }
+            "train" => run_train(&mut r, &card)?,
+            "chaos" => {
+                if !has_chaos(&r.burnin) {
+                    r.not_run(
+                        "chaos",
+                        "chaos",
+                        JobStatus::NotAvailable,
+                        "this burnin has no `chaos` command; its criteria are not run".into(),
+                    )?;
+                    continue;
+                }
+                let t = secs(card.chaos.as_ref().and_then(|c| c.timeout_s), 1800.0);
+                let argv = chaos_argv(&card, &r.burnin, &r.launch, &out.join("chaos"));
+                r.job("chaos", "chaos", argv, t)?;
+            }
+            _ => {}
+        }
+    }
+    let interrupted = INTERRUPTED.load(Ordering::SeqCst);
+    r.record.finished_unix = Some(unix_seconds(SystemTime::now()));
+    r.save()?;
+    // Judge and report from the JSON on disk: exactly what `burnin report` will see.
+    let data = crate::report::data::RunData::load(&out)?;
+    let criteria = verdict::judge(&data);
+    let pass = verdict::passed(&criteria);
+    r.record.criteria = criteria.clone();
+    r.record.outcome = Some(if pass { "pass" } else { "fail" }.into());
+    r.save()?;
+    crate::report::render_dir(&out, &out)?;
+    println!();
+    print!("{}", crate::report::verdict_text(&criteria));
+    println!("# report: {}", out.join("report.md").display());
+    println!("# report: {}", out.join("report.html").display());
+    if interrupted {
+        bail!("interrupted; the report shows what was measured");
+    }
+    Ok(Outcome::from_ok(pass))
+}
+
+fn run_train(r: &mut Runner, card: &Card) -> Result<()> {
+    let Some(spec) = card.train.clone() else {
+        return Ok(());
+    };
+    let result = train_jobs(r, &spec);
+    if !spec.keep_checkpoints {
+        // Only what this run created: the jobs' default checkpoint folders inside the
+        // results folder, or this run's sub-folder of the card's ckpt_dir.
+        let mut dirs = vec![
+            r.out.join("train").join("ckpt"),
+            r.out.join("train-part").join("ckpt"),
+        ];
+        if let (Some(d), Some(name)) = (&spec.ckpt_dir, r.out.file_name()) {
+            dirs.push(d.join(name));
+        }
+        for d in dirs.into_iter().filter(|d| d.is_dir()) {
+            match std::fs::remove_dir_all(&d) {
+                Ok(()) => println!("== removed checkpoints {}", d.display()),
+                Err(e) => eprintln!("warning: cannot remove checkpoints {}: {e}", d.display()),
+            }
+        }
+    }
+    result
+}
+
+fn train_jobs(r: &mut Runner, spec: &crate::card::TrainSpec) -> Result<()> {
+    let spec = spec.clone();
+    let t = secs(spec.timeout_s, 1800.0);
+    let folder = r
+        .out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "run".into());
+    // A card's checkpoint directory is shared storage used again by later runs: each
+    // run and each job gets a fresh sub-folder, since training refuses to start fresh
+    // over old checkpoints.
+    let ckpt = |job: &str| spec.ckpt_dir.as_ref().map(|d| d.join(&folder).join(job));
+    let dir = r.out.join("train");
+    let argv = r.under_launcher(&train_args(&spec, spec.steps, &dir, ckpt("train"), false));
+    let full = r.job("train", "train", argv, t)?;
+    if !spec.criteria.resume_parity {
+        return Ok(());
+    }
+    if !matches!(full, JobStatus::Passed | JobStatus::Failed) {
+        let note = "the uninterrupted training run did not finish".to_string();
+        r.not_run("train", "train-part", JobStatus::Skipped, note.clone())?;
+        return r.not_run("train", "train-resume", JobStatus::Skipped, note);
+    }
+    // Stop half-way (a checkpoint is always written at the last step), then resume
+    // from that checkpoint to the end: the weights must match the uninterrupted run.
+    let half = (spec.steps / 2).max(1);
+    let part_dir = r.out.join("train-part");
+    let part_ckpt = ckpt("train-part").unwrap_or_else(|| part_dir.join("ckpt"));
+    let argv = r.under_launcher(&train_args(
+        &spec,
+        half,
+        &part_dir,
+        Some(part_ckpt.clone()),
+        false,
+    ));
+    let part = r.job("train", "train-part", argv, t)?;
+    if !matches!(part, JobStatus::Passed | JobStatus::Failed) {
+        return r.not_run(
+            "train",
+            "train-resume",
+            JobStatus::Skipped,
+            "the first half of the resumed pair did not finish".into(),
+        );
+    }
+    let res_dir = r.out.join("train-resume");
+    let argv = r.under_launcher(&train_args(
+        &spec,
+        spec.steps,
+        &res_dir,
+        Some(part_ckpt),
+        true,
+    ));
+    r.job("train", "train-resume", argv, t)?;
+    Ok(())
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(utc_stamp(0.0), "19700101T000000Z");
+        assert_eq!(utc_stamp(951_782_400.0), "20000229T000000Z");
+        assert_eq!(utc_stamp(1_767_225_599.0), "20251231T235959Z");
+        assert_eq!(utc_text(1_767_225_599.0), "2025-12-31 23:59:59 UTC");
+    }
+
+    #[test]
+    fn phases_narrow_in_card_order() {
+        let card = Card::parse(
+            "name='c'\n[probe]\n[sweep]\nmin_bytes='1K'\nmax_bytes='1K'\n[chaos]\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            select_phases(&card, None).unwrap(),
+            ["probe", "sweep", "chaos"]
+        );
+        assert_eq!(
+            select_phases(&card, Some("chaos,probe")).unwrap(),
+            ["probe", "chaos"]
+        );
+        let e = select_phases(&card, Some("train")).unwrap_err().to_string();
+        assert!(e.contains("no [train] section"), "{e}");
+        let e = select_phases(&card, Some("bogus")).unwrap_err().to_string();
+        assert!(e.contains("unknown phase 'bogus'"), "{e}");
+    }
+
+    #[test]
+    fn job_commands_are_argument_vectors() {
+        let card = Card::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("cards/sim-4node.toml"))
+            .unwrap();
+        let a = sweep_args(&card, Some(Path::new("/t/sim.toml")), Path::new("/r/sweep"));
+        let text = a.join(" ");
+        assert!(
+            text.starts_with("sweep -c all_reduce,all_gather -b 64KiB -e 16MiB --tiers all"),
+            "{text}"
+        );
+        assert!(
+            text.contains("--budget 0.3 --placement out --topology /t/sim.toml"),
+            "{text}"
+        );
+        assert!(text.ends_with("--out /r/sweep"), "{text}");
+        let launch = split_launch("launch/sim-cluster exec --").unwrap();
+        let c = chaos_argv(&card, "/b/burnin", &launch, Path::new("/r/chaos"));
+        assert_eq!(
+            shlex::try_join(c.iter().map(String::as_str)).unwrap(),
+            "/b/burnin chaos --launch 'launch/sim-cluster exec --' --fault kill --kind-order cycle \
+             --trials 1 --out /r/chaos -- --backend mpi -T 60 --steps 20 --ckpt-every 10 \
+             --ckpt-bytes 4MiB --preset tiny"
+        );
+        let t = train_args(
+            card.train.as_ref().unwrap(),
+            10,
+            Path::new("/r/p"),
+            None,
+            true,
+        );
+        assert_eq!(
+            t.join(" "),
+            "train --steps 10 --resume --ckpt-every 10 --ckpt-bytes 4MiB --preset tiny --out /r/p --log-every 5"
+        );
+    }
+
+    #[test]
+    fn a_hung_job_is_killed_at_its_bound_with_its_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let argv: Vec<String> = ["sh", "-c", "sleep 30 & sleep 30; echo never"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let t = Instant::now();
+        let e = supervise(&argv, dir.path(), Duration::from_millis(300), true).unwrap();
+        assert!(e.timed_out);
+        assert!(t.elapsed() < Duration::from_secs(4), "{:?}", t.elapsed());
+        let e = supervise(
+            &[
+                "sh".into(),
+                "-c".into(),
+                "echo hi; echo oops >&2; exit 3".into(),
+            ],
+            dir.path(),
+            Duration::from_secs(10),
+            true,
+        )
+        .unwrap();
+        assert_eq!(e.code, Some(3));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("stdout.log")).unwrap(),
+            "hi\n"
+        );
+        assert_eq!(last_error_line(&dir.path().join("stderr.log")), "oops");
+    }
+}

@@ -1,0 +1,759 @@
+//! Acceptance cards: what "this reservation is accepted" means, written down before
+//! the run starts (TOML in `cards/`, documented in `cards/README.md`).
+//!
+//! A card names the topology file it is judged against, the phases to run with their
+//! workload (probe, sweep, train, chaos — a section present means the phase runs), the
+//! criteria of each phase, and the price, so the report can state the cost of the
+//! acceptance and of useful work.
+//!
+//! ```toml
+//! name = "dgx-h100-4node"
+//! description = "4 nodes x 8 H100, NVLink 4, 8x NDR"
+//! topology = "../topologies/dgx-h100.toml"   # relative to this card
+//! launch = "mpirun -np 32 --hostfile hosts"  # launcher prefix; --launch overrides
+//! backend = "nccl"                           # --backend of every phase (default auto)
+//! step_timeout_s = 120                       # -T of every phase: one blocking step's deadline
+//!
+//! [cost]
+//! price_per_gpu_hour = 2.49                  # per accelerator-hour
+//! currency = "USD"
+//! gpus = 32                                  # billed accelerators (default: ranks of the run)
+//! other_per_hour = { storage = 0.40 }        # other billed components, each counted once
+//!
+//! [probe]
+//! timeout_s = 120                            # the phase's bound (default 300)
+//! [probe.criteria]
+//! nodes = 4                                  # nodes seen (default: the topology's node.count)
+//! ranks_per_node = 8                         # default: the topology's ranks per node
+//! gpu_model = "H100"                         # default: the topology's gpu_model
+//!
+//! [sweep]
+//! collectives = ["all_reduce", "all_gather"]
+//! tiers = ["all"]
+//! min_bytes = "1M"
+//! max_bytes = "4G"
+//! step_factor = 4
+//! budget_s = 2.0                             # adaptive sampling budget per size
+//! warmup = 5
+//! placement = "out"
+//! args = []                                  # further `burnin sweep` flags, verbatim
+//! timeout_s = 1800
+//! [sweep.criteria]
+//! collective = "all_reduce"                  # what the busbw criteria judge
+//! at_bytes = "1G"                            # busbw at messages >= this (largest measured if none)
+//! min_busbw_gbps = { intra = 400, inter = 40 }   # absolute floors per tier, GB/s
+//! min_fraction_of_expected = 0.9             # every tier the topology has a number for
+//! no_outlier = true                          # no slow node or link named
+//! zero_wrong = true                          # every element of every check right
+//! judge_tiers = ["world", "inter", "pairs"]  # tiers the two criteria above judge (default all)
+//!
+//! [train]
+//! steps = 200
+//! ckpt_every = 50
+//! ckpt_bytes = "1G"                          # pad each rank's shard to this size
+//! ckpt_dir = "/scratch/burnin-ckpt"          # default: inside the results folder
+//! keep_checkpoints = false                   # removed after the phase unless true
+//! preset = "gpu-small"
+//! args = []
+//! timeout_s = 1800
+//! [train.criteria]
+//! min_ckpt_write_gbps = 5.0                  # aggregate checkpoint write
+//! resume_parity = true                       # resumed run == uninterrupted run, bit for bit
+//! max_step_p50_ms = 250                      # optional
+//!
+//! [chaos]
+//! kinds = ["kill", "hang"]
+//! trials = 3
+//! args = []                                  # further `burnin chaos` flags, verbatim
+//! timeout_s = 1800
+//! [chaos.criteria]
+//! max_detect_s = 30                          # inject -> detect, every trial
+//! max_recovery_s = 300                       # inject -> first step after the restart
+//! no_hang = true                             # every trial ended by itself
+//! recovered_parity = true                    # each recovered run == the uninterrupted one
+//! ```
+//!
+//! Errors name the file, the line and the field, as topology files do: TOML and schema
+//! errors come from the parser with their span; range checks find the line of the key.
+use crate::backend::CollKind;
+use crate::topology::file::{parse_toml, Topology};
+use crate::topology::TierKind;
+use crate::units::Bytes;
+use anyhow::{anyhow, Context, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The phases, in the order they run.
+pub const PHASES: [&str; 4] = ["probe", "sweep", "train", "chaos"];
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Card {
+    /// Short name; the results folder is `<UTC time>-<name>`.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Topology file, relative to the card's own folder (or absolute).
+    #[serde(default)]
+    pub topology: Option<PathBuf>,
+    /// Launcher prefix (`mpirun -np 8 …`); `burnin run --launch` overrides it.
+    #[serde(default)]
+    pub launch: Option<String>,
+    /// `--backend` of every phase: auto, mpi or nccl.
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// `-T` of every phase: the deadline of one blocking step, seconds.
+    #[serde(default)]
+    pub step_timeout_s: Option<f64>,
+    #[serde(default)]
+    pub cost: Option<CostSpec>,
+    #[serde(default)]
+    pub probe: Option<ProbeSpec>,
+    #[serde(default)]
+    pub sweep: Option<SweepSpec>,
+    #[serde(default)]
+    pub train: Option<TrainSpec>,
+    #[serde(default)]
+    pub chaos: Option<ChaosSpec>,
+}
+
+/// Prices. Each billed component is counted once (DESIGN.md: cost per completed unit).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CostSpec {
+    /// Price of one accelerator for one hour.
+    pub price_per_gpu_hour: f64,
+    #[serde(default = "default_currency")]
+    pub currency: String,
+    /// Billed accelerators (default: the run's ranks, one per GPU).
+    #[serde(default)]
+    pub gpus: Option<usize>,
+    /// Other billed components per hour of the reservation (host, storage, network,
+    /// support…), by name.
+    #[serde(default)]
+    pub other_per_hour: BTreeMap<String, f64>,
+}
+
+fn default_currency() -> String {
+    "USD".into()
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    #[serde(default)]
+    pub criteria: ProbeCriteria,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeCriteria {
+    /// Nodes the job must span (default: the topology's node.count).
+    #[serde(default)]
+    pub nodes: Option<usize>,
+    /// Ranks on every node (default: the topology's ranks per node).
+    #[serde(default)]
+    pub ranks_per_node: Option<usize>,
+    /// Substring of every rank's GPU name (default: the topology's gpu_model).
+    #[serde(default)]
+    pub gpu_model: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    #[serde(default = "default_collectives")]
+    pub collectives: Vec<String>,
+    #[serde(default = "default_tiers")]
+    pub tiers: Vec<String>,
+    pub min_bytes: Bytes,
+    pub max_bytes: Bytes,
+    #[serde(default)]
+    pub step_factor: Option<u64>,
+    #[serde(default)]
+    pub budget_s: Option<f64>,
+    #[serde(default)]
+    pub warmup: Option<u32>,
+    /// Fixed iterations per size (adaptive sampling when absent).
+    #[serde(default)]
+    pub iters: Option<u32>,
+    #[serde(default)]
+    pub placement: Option<String>,
+    #[serde(default)]
+    pub dtype: Option<String>,
+    /// Further `burnin sweep` flags, passed verbatim.
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    #[serde(default)]
+    pub criteria: SweepCriteria,
+}
+
+fn default_collectives() -> Vec<String> {
+    vec!["all_reduce".into()]
+}
+fn default_tiers() -> Vec<String> {
+    vec!["all".into()]
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SweepCriteria {
+    /// The collective the busbw criteria judge.
+    #[serde(default = "default_collective")]
+    pub collective: String,
+    /// busbw is judged at messages of at least this size (the largest measured when
+    /// none reaches it).
+    #[serde(default)]
+    pub at_bytes: Option<Bytes>,
+    /// Absolute floors per tier (world, intra, inter, rails, pairs), GB/s: the tier's
+    /// slowest group must reach it.
+    #[serde(default)]
+    pub min_busbw_gbps: BTreeMap<String, f64>,
+    /// Every tier's slowest group ≥ this fraction of the topology's expectation.
+    #[serde(default)]
+    pub min_fraction_of_expected: Option<f64>,
+    /// A group below this fraction of its tier's median is an outlier (default: the
+    /// topology's outlier_fraction, else 0.8).
+    #[serde(default)]
+    pub outlier_fraction: Option<f64>,
+    /// No node or link named as an outlier.
+    #[serde(default = "yes")]
+    pub no_outlier: bool,
+    /// Zero wrong elements in every correctness check.
+    #[serde(default = "yes")]
+    pub zero_wrong: bool,
+    /// Tiers the expectation and outlier criteria judge (default: every tier run).
+    /// The others are still measured and shown.
+    #[serde(default)]
+    pub judge_tiers: Vec<String>,
+}
+
+fn default_collective() -> String {
+    "all_reduce".into()
+}
+fn yes() -> bool {
+    true
+}
+
+impl Default for SweepCriteria {
+    fn default() -> Self {
+        SweepCriteria {
+            collective: default_collective(),
+            at_bytes: None,
+            min_busbw_gbps: BTreeMap::new(),
+            min_fraction_of_expected: None,
+            outlier_fraction: None,
+            no_outlier: true,
+            zero_wrong: true,
+            judge_tiers: Vec::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrainSpec {
+    pub steps: u64,
+    #[serde(default)]
+    pub ckpt_every: Option<u64>,
+    #[serde(default)]
+    pub ckpt_bytes: Option<Bytes>,
+    /// Checkpoint directory (default: inside the results folder). With a resume
+    /// check, the resumed pair of jobs uses `<dir>-resume`.
+    #[serde(default)]
+    pub ckpt_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// Keep the checkpoints after the phase (default: removed once judged — the JSON
+    /// keeps every number, and real checkpoints are large).
+    #[serde(default)]
+    pub keep_checkpoints: bool,
+    /// Further `burnin train` flags, passed verbatim.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Bound of each training job.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    #[serde(default)]
+    pub criteria: TrainCriteria,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrainCriteria {
+    /// Aggregate checkpoint write speed, GB/s.
+    #[serde(default)]
+    pub min_ckpt_write_gbps: Option<f64>,
+    /// A run stopped at a checkpoint and resumed ends with the uninterrupted run's
+    /// weights (sha256) and losses, bit for bit.
+    #[serde(default = "yes")]
+    pub resume_parity: bool,
+    /// Median step time ceiling, ms.
+    #[serde(default)]
+    pub max_step_p50_ms: Option<f64>,
+}
+
+impl Default for TrainCriteria {
+    fn default() -> Self {
+        TrainCriteria {
+            min_ckpt_write_gbps: None,
+            resume_parity: true,
+            max_step_p50_ms: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChaosSpec {
+    /// Faults to inject: kill, hang, exit, slow.
+    #[serde(default = "default_kinds")]
+    pub kinds: Vec<String>,
+    /// Trials per kind.
+    #[serde(default = "one")]
+    pub trials: u32,
+    /// Further `burnin chaos` flags, passed verbatim.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The whole `burnin chaos` argument list, replacing the default one; `{launch}`,
+    /// `{out}`, `{kinds}`, `{trials}` and `{burnin}` are substituted.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    #[serde(default)]
+    pub criteria: ChaosCriteria,
+}
+
+fn default_kinds() -> Vec<String> {
+    vec!["kill".into()]
+}
+fn one() -> u32 {
+    1
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChaosCriteria {
+    /// Inject to detect, seconds, every trial.
+    #[serde(default)]
+    pub max_detect_s: Option<f64>,
+    /// Inject to the first step after the restart, seconds, every trial.
+    #[serde(default)]
+    pub max_recovery_s: Option<f64>,
+    /// No trial hung (every fault was detected and the job ended or recovered).
+    #[serde(default = "yes")]
+    pub no_hang: bool,
+    /// Every recovered run ends with the uninterrupted run's weights and losses.
+    #[serde(default)]
+    pub recovered_parity: bool,
+}
+
+impl Default for ChaosCriteria {
+    fn default() -> Self {
+        ChaosCriteria {
+            max_detect_s: None,
+            max_recovery_s: None,
+            no_hang: true,
+            recovered_parity: false,
+        }
+    }
+}
+
+/// The 1-based line of `key` inside `[table]` (dotted, "" for the top level), for
+/// errors found after parsing.
+pub fn line_of(text: &str, table: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(h) = line.strip_prefix('[') {
+            let name = h.trim_start_matches('[');
+            let end = name.find(']').unwrap_or(name.len());
+            current = name[..end].trim().to_string();
+            continue;
+        }
+        if current == table {
+            if let Some(rest) = line.strip_prefix(key) {
+                if rest.trim_start().starts_with('=') {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
+impl Card {
+    /// Parse and validate card text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Card> {
+        let card: Card = parse_toml(text, file)?;
+        card.validate(text, file)?;
+        Ok(card)
+    }
+
+    /// Read a card file.
+    pub fn load(path: &Path) -> Result<Card> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow!("--card: cannot read {}: {e}", path.display()))?;
+        Card::parse(&text, &path.display().to_string())
+    }
+
+    /// The topology file's path, resolved against the card's folder.
+    pub fn topology_path(&self, card_path: &Path) -> Option<PathBuf> {
+        let t = self.topology.as_ref()?;
+        if t.is_absolute() {
+            return Some(t.clone());
+        }
+        let base = card_path.parent().unwrap_or(Path::new("."));
+        Some(base.join(t))
+    }
+
+    /// Load the topology the card names (None when it names none).
+    pub fn load_topology(&self, card_path: &Path) -> Result<Option<Topology>> {
+        match self.topology_path(card_path) {
+            None => Ok(None),
+            Some(p) => Topology::load(&p)
+                .with_context(|| format!("{}: topology", card_path.display()))
+                .map(Some),
+        }
+    }
+
+    /// The phases this card runs, in order.
+    pub fn phases(&self) -> Vec<&'static str> {
+        PHASES
+            .into_iter()
+            .filter(|p| match *p {
+                "probe" => self.probe.is_some(),
+                "sweep" => self.sweep.is_some(),
+                "train" => self.train.is_some(),
+                _ => self.chaos.is_some(),
+            })
+            .collect()
+    }
+
+    fn validate(&self, text: &str, file: &str) -> Result<()> {
+        let at = |table: &str, key: &str| -> String {
+            let pos = line_of(text, table, key)
+                .map(|l| format!("{l}:"))
+                .unwrap_or_default();
+            let field = if table.is_empty() {
+                key.to_string()
+            } else {
+                format!("{table}.{key}")
+            };
+            format!("{file}:{pos} {field}")
+        };
+        let positive = |table: &str, key: &str, v: Option<f64>| -> Result<()> {
+            match v {
+                Some(v) if !(v > 0.0 && v.is_finite()) => {
+                    Err(anyhow!("{}: {v} must be a positive number", at(table, key)))
+                }
+                _ => Ok(()),
+            }
+        };
+        let fraction = |table: &str, key: &str, v: Option<f64>| -> Result<()> {
+            match v {
+                Some(v) if !(v > 0.0 && v <= 1.0) => Err(anyhow!(
+                    "{}: {v} must be a fraction in (0, 1] (0.9 = 90%)",
+                    at(table, key)
+                )),
+                _ => Ok(()),
+            }
+        };
+        if self.name.trim().is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(anyhow!(
+                "{}: '{}' must be letters, digits, '-', '_' or '.' (it names the results folder)",
+                at("", "name"),
+                self.name
+            ));
+        }
+        if let Some(b) = &self.backend {
+            if !["auto", "mpi", "nccl"].contains(&b.as_str()) {
+                return Err(anyhow!(
+                    "{}: unknown backend '{b}' (auto, mpi, nccl)",
+                    at("", "backend")
+                ));
+            }
+        }
+        positive("", "step_timeout_s", self.step_timeout_s)?;
+        if let Some(l) = &self.launch {
+            split_launch(l).map_err(|e| anyhow!("{}: {e}", at("", "launch")))?;
+        }
+        if let Some(c) = &self.cost {
+            if !(c.price_per_gpu_hour >= 0.0 && c.price_per_gpu_hour.is_finite()) {
+                return Err(anyhow!(
+                    "{}: {} must be a price ≥ 0",
+                    at("cost", "price_per_gpu_hour"),
+                    c.price_per_gpu_hour
+                ));
+            }
+            if c.gpus == Some(0) {
+                return Err(anyhow!("{}: must be at least 1", at("cost", "gpus")));
+            }
+            for (k, v) in &c.other_per_hour {
+                if !(*v >= 0.0 && v.is_finite()) {
+                    return Err(anyhow!(
+                        "{}: {k} = {v} must be a price ≥ 0",
+                        at("cost", "other_per_hour")
+                    ));
+                }
+            }
+        }
+        if let Some(p) = &self.probe {
+            positive("probe", "timeout_s", p.timeout_s)?;
+            if p.criteria.nodes == Some(0) {
+                return Err(anyhow!(
+                    "{}: must be at least 1",
+                    at("probe.criteria", "nodes")
+                ));
+            }
+        }
+        if let Some(s) = &self.sweep {
+            for c in &s.collectives {
+                if c != "all" && CollKind::parse(c).is_none() {
+                    return Err(anyhow!(
+                        "{}: unknown collective '{c}' ({}, all)",
+                        at("sweep", "collectives"),
+                        CollKind::ALL.map(|k| k.name()).join(", ")
+                    ));
+                }
+            }
+            for t in &s.tiers {
+                if t != "all" && TierKind::parse(t).is_none() {
+                    return Err(anyhow!(
+                        "{}: unknown tier '{t}' (world, intra, inter, rails, pairs, all)",
+                        at("sweep", "tiers")
+                    ));
+                }
+            }
+            if s.min_bytes.get() == 0 || s.min_bytes > s.max_bytes {
+                return Err(anyhow!(
+                    "{}: {} must be at least 1 byte and at most max_bytes {}",
+                    at("sweep", "min_bytes"),
+                    s.min_bytes,
+                    s.max_bytes
+                ));
+            }
+            if s.step_factor.is_some_and(|f| f < 2) {
+                return Err(anyhow!(
+                    "{}: must be at least 2",
+                    at("sweep", "step_factor")
+                ));
+            }
+            positive("sweep", "budget_s", s.budget_s)?;
+            positive("sweep", "timeout_s", s.timeout_s)?;
+            let c = &s.criteria;
+            if CollKind::parse(&c.collective).is_none() {
+                return Err(anyhow!(
+                    "{}: unknown collective '{}'",
+                    at("sweep.criteria", "collective"),
+                    c.collective
+                ));
+            }
+            for (tier, v) in &c.min_busbw_gbps {
+                if TierKind::parse(tier).is_none() {
+                    return Err(anyhow!(
+                        "{}: unknown tier '{tier}' (world, intra, inter, rails, pairs)",
+                        at("sweep.criteria", "min_busbw_gbps")
+                    ));
+                }
+                positive("sweep.criteria", "min_busbw_gbps", Some(*v))?;
+            }
+            for tier in &c.judge_tiers {
+                if TierKind::parse(tier).is_none() {
+                    return Err(anyhow!(
+                        "{}: unknown tier '{tier}' (world, intra, inter, rails, pairs)",
+                        at("sweep.criteria", "judge_tiers")
+                    ));
+                }
+            }
+            fraction(
+                "sweep.criteria",
+                "min_fraction_of_expected",
+                c.min_fraction_of_expected,
+            )?;
+            fraction("sweep.criteria", "outlier_fraction", c.outlier_fraction)?;
+        }
+        if let Some(t) = &self.train {
+            if t.steps == 0 {
+                return Err(anyhow!("{}: must be at least 1", at("train", "steps")));
+            }
+            if t.criteria.resume_parity && t.steps < 2 {
+                return Err(anyhow!(
+                    "{}: a resume check needs at least 2 steps",
+                    at("train", "steps")
+                ));
+            }
+            if let Some(p) = &t.preset {
+                if !["tiny", "gpu-small"].contains(&p.as_str()) {
+                    return Err(anyhow!(
+                        "{}: unknown preset '{p}' (tiny, gpu-small)",
+                        at("train", "preset")
+                    ));
+                }
+            }
+            positive("train", "timeout_s", t.timeout_s)?;
+            positive(
+                "train.criteria",
+                "min_ckpt_write_gbps",
+                t.criteria.min_ckpt_write_gbps,
+            )?;
+            positive(
+                "train.criteria",
+                "max_step_p50_ms",
+                t.criteria.max_step_p50_ms,
+            )?;
+            if t.criteria.min_ckpt_write_gbps.is_some() && t.ckpt_every == Some(0) {
+                return Err(anyhow!(
+                    "{}: 0 writes no checkpoint, but train.criteria.min_ckpt_write_gbps judges one",
+                    at("train", "ckpt_every")
+                ));
+            }
+        }
+        if let Some(c) = &self.chaos {
+            for k in &c.kinds {
+                if !["kill", "hang", "exit", "slow"].contains(&k.as_str()) {
+                    return Err(anyhow!(
+                        "{}: unknown fault '{k}' (kill, hang, exit, slow)",
+                        at("chaos", "kinds")
+                    ));
+                }
+            }
+            if c.trials == 0 {
+                return Err(anyhow!("{}: must be at least 1", at("chaos", "trials")));
+            }
+            positive("chaos", "timeout_s", c.timeout_s)?;
+            positive("chaos.criteria", "max_detect_s", c.criteria.max_detect_s)?;
+            positive(
+                "chaos.criteria",
+                "max_recovery_s",
+                c.criteria.max_recovery_s,
+            )?;
+        }
+        if self.phases().is_empty() {
+            return Err(anyhow!(
+                "{file}: no phase to run: add at least one of [probe], [sweep], [train], [chaos]"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Split a launcher prefix the way a shell splits words (quotes and backslashes),
+/// without expanding anything: no variables, globs or command substitution.
+pub fn split_launch(text: &str) -> Result<Vec<String>> {
+    let words = shlex::split(text)
+        .ok_or_else(|| anyhow!("cannot split '{text}' into words (an unclosed quote?)"))?;
+    if words.is_empty() {
+        return Err(anyhow!("the launcher prefix is empty"));
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "name = \"c\"\n[probe]\n";
+
+    #[test]
+    fn shipped_cards_parse_and_find_their_topology() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("cards");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "toml") {
+                let c = Card::load(&p).unwrap_or_else(|e| panic!("{e:#}"));
+                let t = c.load_topology(&p).unwrap_or_else(|e| panic!("{e:#}"));
+                assert!(t.is_some(), "{} names a topology", p.display());
+                assert!(c.cost.is_some(), "{} has a price", p.display());
+                n += 1;
+            }
+        }
+        assert!(n >= 5, "a card per shipped topology");
+    }
+
+    #[test]
+    fn minimal_card_and_defaults() {
+        let c = Card::parse(MINIMAL, "c.toml").unwrap();
+        assert_eq!(c.phases(), vec!["probe"]);
+        let c = Card::parse(
+            "name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes=\"1G\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        let s = c.sweep.unwrap();
+        assert_eq!(s.max_bytes, Bytes(1 << 30));
+        assert!(s.criteria.no_outlier && s.criteria.zero_wrong);
+        assert_eq!(s.criteria.collective, "all_reduce");
+    }
+
+    #[test]
+    fn errors_name_file_line_and_field() {
+        let cases: [(&str, &str); 9] = [
+            ("name='c'\n[probe]\ntimeout = 3\n", "c.toml:3:"),
+            ("name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='2Q'\n", "c.toml:4:"),
+            (
+                "name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='1G'\n[sweep.criteria]\nmin_fraction_of_expected = 1.5\n",
+                "c.toml:6: sweep.criteria.min_fraction_of_expected: 1.5",
+            ),
+            (
+                "name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='1G'\n[sweep.criteria]\nmin_busbw_gbps = { nvlink = 3 }\n",
+                "c.toml:6: sweep.criteria.min_busbw_gbps: unknown tier 'nvlink'",
+            ),
+            (
+                "name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='1G'\ncollectives=['allreduce','bcast']\n",
+                "c.toml:5: sweep.collectives: unknown collective 'bcast'",
+            ),
+            (
+                "name='c'\n[train]\nsteps = 0\n",
+                "c.toml:3: train.steps: must be at least 1",
+            ),
+            (
+                "name='c'\n[chaos]\nkinds = ['kill', 'melt']\n",
+                "c.toml:3: chaos.kinds: unknown fault 'melt'",
+            ),
+            ("name='a b'\n[probe]\n", "c.toml:1: name:"),
+            ("name='c'\n", "no phase to run"),
+        ];
+        for (text, want) in cases {
+            let e = format!("{:#}", Card::parse(text, "c.toml").unwrap_err());
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+        let e = format!(
+            "{:#}",
+            Card::parse("name='c'\n[probe]\n[probe.criteria]\nnodez = 3\n", "c.toml").unwrap_err()
+        );
+        assert!(e.starts_with("c.toml:4:") && e.contains("nodez"), "{e}");
+    }
+
+    #[test]
+    fn launch_prefix_splits_like_a_shell_without_expanding() {
+        assert_eq!(
+            split_launch("mpirun -np 4 --mca btl 'self,tcp' \"a b\" $HOME").unwrap(),
+            vec!["mpirun", "-np", "4", "--mca", "btl", "self,tcp", "a b", "$HOME"]
+        );
+        assert!(split_launch("mpirun 'unclosed").is_err());
+        assert!(split_launch("  ").is_err());
+    }
+
+    #[test]
+    fn line_of_finds_keys_in_tables() {
+        let t = "name='x'\n[a]\nk = 1\n[a.b]\nk = 2\n[[c]]\nk=3\n";
+        assert_eq!(line_of(t, "", "name"), Some(1));
+        assert_eq!(line_of(t, "a", "k"), Some(3));
+        assert_eq!(line_of(t, "a.b", "k"), Some(5));
+        assert_eq!(line_of(t, "c", "k"), Some(7));
+        assert_eq!(line_of(t, "a", "missing"), None);
+    }
+}

@@ -1,0 +1,1160 @@
+//! The report's content, built once from a [`RunData`] for every format: verdict and
+//! provenance on top, then one section per phase (sweep, training, chaos), cost, and
+//! what could not be read.
+//!
+//! A sweep that did not finish is shown as far as it got: every (tier, collective,
+//! size) the plan called for but no point measured is marked "missing". The plan is
+//! run.json's when the sweep finished, else the card's sweep section over the node
+//! map the probe saw, else only what the points themselves show.
+use super::charts::{self, BwSeries};
+use super::cost;
+use super::data::{RunData, SweepData, TrainData, CHAOS_EVENTS};
+use super::verdict::{self, Criterion, Status};
+use super::Doc;
+use crate::acceptance::{utc_text, JobStatus};
+use crate::backend::{CollKind, Dtype, RedOp};
+use crate::card::SweepCriteria;
+use crate::sweep::Point;
+use crate::topology::analysis::Analysis;
+use crate::topology::{self, TierKind};
+use crate::units::Bytes;
+use std::collections::BTreeMap;
+
+/// "FAIL — 2 of 14 criteria failed, 3 not run".
+pub fn summary_line(criteria: &[Criterion]) -> String {
+    let fail = criteria.iter().filter(|c| c.status == Status::Fail).count();
+    let not_run = criteria
+        .iter()
+        .filter(|c| c.status == Status::NotRun)
+        .count();
+    let pass = criteria.iter().filter(|c| c.status == Status::Pass).count();
+    let nr = if not_run > 0 {
+        format!(", {not_run} not run")
+    } else {
+        String::new()
+    };
+    if fail > 0 {
+        format!("FAIL — {fail} of {} criteria failed{nr}", criteria.len())
+    } else {
+        format!("PASS — {pass} of {} criteria passed{nr}", criteria.len())
+    }
+}
+
+fn secs_text(s: f64) -> String {
+    if s >= 120.0 {
+        format!("{} min {:.0} s", (s / 60.0).floor(), s % 60.0)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+fn f3(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+/// "32.1 MiB": sizes that are not a whole unit, for reading.
+pub fn human_bytes(b: u64) -> String {
+    const UNITS: [(&str, f64); 4] = [
+        ("TiB", 1099511627776.0),
+        ("GiB", 1073741824.0),
+        ("MiB", 1048576.0),
+        ("KiB", 1024.0),
+    ];
+    for (name, size) in UNITS {
+        if b as f64 >= size {
+            return format!("{:.1} {name}", b as f64 / size);
+        }
+    }
+    format!("{b} B")
+}
+
+/// Environment variables a reader can act on: the launcher's own plumbing (Open MPI
+/// daemon URIs, session directories, PMIx internals) is left out of the report; it
+/// stays in run.json.
+fn interesting_env(k: &str) -> bool {
+    const PLUMBING: [&str; 14] = [
+        "OMPI_MCA_orte_",
+        "OMPI_MCA_ess",
+        "OMPI_MCA_pmix",
+        "OMPI_MCA_shmem_",
+        "OMPI_MCA_initial_wdir",
+        "OMPI_APP_CTX",
+        "OMPI_ARGV",
+        "OMPI_COMMAND",
+        "OMPI_FIRST_RANKS",
+        "OMPI_NUM_APP_CTX",
+        "OMPI_UNIVERSE_SIZE",
+        "PMIX_",
+        "BURNIN_SIM_STATE",
+        "BURNIN_SIM_USER_SHELL",
+    ];
+    !PLUMBING.iter().any(|p| k.starts_with(p))
+}
+
+/// Build the report. Charts are drawn only when `charts` (HTML).
+pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
+    let mut d = Doc::default();
+    let verdict_word = if verdict::passed(criteria) {
+        "PASS"
+    } else {
+        "FAIL"
+    };
+    let title = match data.card() {
+        Some(c) => format!("burnin acceptance: {} — {verdict_word}", c.name),
+        None => format!("burnin report: {} — {verdict_word}", data.name()),
+    };
+    d.title = title.clone();
+    d.h(1, title);
+    header(&mut d, data);
+    d.h(2, "Verdict");
+    verdict_section(&mut d, criteria);
+    d.h(2, "Provenance");
+    provenance(&mut d, data);
+    if let Some(a) = &data.acceptance {
+        d.h(2, "Phases");
+        let rows = a
+            .jobs
+            .iter()
+            .map(|j| {
+                vec![
+                    j.name.clone(),
+                    match j.status {
+                        JobStatus::Passed => "passed".into(),
+                        _ => j.describe(),
+                    },
+                    j.exit_code
+                        .map(|c| c.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    j.seconds()
+                        .map(|s| format!("{s:.1}"))
+                        .unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        d.table(&["job", "status", "exit", "seconds"], rows);
+    }
+    if let Some(s) = &data.sweep {
+        d.h(2, "Sweep");
+        sweep_section(&mut d, data, s, charts);
+    } else if data.card().is_some_and(|c| c.sweep.is_some()) {
+        d.h(2, "Sweep");
+        d.p("No sweep results: the phase did not run or wrote nothing.");
+    }
+    if data.train.is_some() || data.train_resume.is_some() {
+        d.h(2, "Training");
+        train_section(&mut d, data, charts);
+    } else if data.card().is_some_and(|c| c.train.is_some()) {
+        d.h(2, "Training");
+        d.p("No training results: the phase did not run or wrote nothing.");
+    }
+    if data.chaos.is_some() || data.card().is_some_and(|c| c.chaos.is_some()) {
+        d.h(2, "Chaos");
+        chaos_section(&mut d, data, charts);
+    }
+    if let Some(spec) = data.card().and_then(|c| c.cost.as_ref()) {
+        d.h(2, "Cost");
+        let c = cost::compute(spec, data);
+        d.p(format!("Billed rate: {}.", c.hourly_formula));
+        let rows = c
+            .lines
+            .iter()
+            .map(|l| {
+                vec![
+                    l.what.clone(),
+                    l.cost
+                        .map(|v| cost::money(&c.currency, v))
+                        .unwrap_or_else(|| "-".into()),
+                    l.formula.clone(),
+                ]
+            })
+            .collect();
+        d.table(&["unit of work", "cost", "formula"], rows);
+        d.p("Each billed component is counted once: idle time inside a recovery is part of the recovery time, and redone work is the steps lost at the measured step time.");
+    }
+    let mut notes = data.notes.clone();
+    for j in data.acceptance.iter().flat_map(|a| a.jobs.iter()) {
+        if matches!(
+            j.status,
+            JobStatus::Crashed | JobStatus::TimedOut | JobStatus::Interrupted | JobStatus::Running
+        ) {
+            notes.push(format!("job `{}`: {}", j.name, j.describe()));
+        }
+    }
+    // Paths in notes are of the machine that rendered: keep them relative to the folder.
+    let base = format!("{}/", data.dir.display());
+    let notes: Vec<String> = notes.into_iter().map(|n| n.replace(&base, "")).collect();
+    if !notes.is_empty() {
+        d.h(2, "Notes");
+        d.list(notes);
+    }
+    d
+}
+
+fn header(d: &mut Doc, data: &RunData) {
+    let mut lines = Vec::new();
+    match (data.card(), &data.acceptance) {
+        (Some(c), Some(a)) => {
+            lines.push(format!(
+                "Card `{}` ({}){}.",
+                c.name,
+                a.card_path,
+                if c.description.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", c.description)
+                }
+            ));
+            let end = a
+                .finished_unix
+                .map(|f| format!(", finished {} ({})", utc_text(f), secs_text(f - a.started_unix)))
+                .unwrap_or_else(|| ", never finished (the run was killed)".into());
+            lines.push(format!("Started {}{end}.", utc_text(a.started_unix)));
+        }
+        _ => lines.push(
+            "No acceptance card: judged by burnin's defaults (zero wrong elements, no outlier, the topology's own fraction).".into(),
+        ),
+    }
+    if let Some(t) = data.topology() {
+        lines.push(format!(
+            "Topology `{}`{}.",
+            t.name,
+            if t.description.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", t.description)
+            }
+        ));
+    }
+    d.p(lines.join(" "));
+}
+
+fn verdict_section(d: &mut Doc, criteria: &[Criterion]) {
+    let rows = criteria
+        .iter()
+        .map(|c| {
+            vec![
+                c.phase.clone(),
+                c.what.clone(),
+                c.measured.clone(),
+                c.threshold.clone(),
+                c.status.label().to_string(),
+            ]
+        })
+        .collect();
+    d.table(
+        &["phase", "criterion", "measured", "threshold", "verdict"],
+        rows,
+    );
+    d.p(format!("**{}**", summary_line(criteria)));
+    let details: Vec<String> = criteria
+        .iter()
+        .filter(|c| !c.detail.is_empty())
+        .map(|c| format!("`{}` ({}): {}", c.id, c.status.label(), c.detail))
+        .collect();
+    d.list(details);
+}
+
+fn distinct<'a>(v: impl Iterator<Item = &'a str>) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for x in v {
+        if !x.is_empty() && !seen.contains(&x) {
+            seen.push(x);
+        }
+    }
+    if seen.is_empty() {
+        "-".into()
+    } else {
+        seen.join("; ")
+    }
+}
+
+fn provenance(d: &mut Doc, data: &RunData) {
+    let sweep_prov = data
+        .sweep
+        .as_ref()
+        .and_then(|s| s.report.as_ref())
+        .map(|r| &r.provenance);
+    let train_prov = data
+        .train
+        .as_ref()
+        .and_then(|t| t.run.as_ref())
+        .and_then(|r| r.provenance.as_ref());
+    let prov = sweep_prov.or(train_prov);
+    let mut items = Vec::new();
+    if let Some(a) = &data.acceptance {
+        items.push(format!(
+            "burnin {} on launch host `{}`, launcher `{}`",
+            a.burnin_version,
+            a.launch_host,
+            shlex::try_join(a.launch.iter().map(String::as_str)).unwrap_or_default()
+        ));
+    } else if let Some(p) = prov {
+        items.push(format!("burnin {}", p.burnin_version));
+    }
+    if let Some(p) = prov {
+        items.push(format!(
+            "{} ranks on {} nodes; backend: {}",
+            p.world_size,
+            p.nodes.len(),
+            p.backend
+        ));
+        items.push(format!("MPI: {}", p.mpi_version));
+    }
+    if let Some(rows) = &data.probe {
+        items.push(format!(
+            "CUDA driver: {}; NCCL: {}; libtorch: {}",
+            distinct(rows.iter().map(|r| r.driver.as_deref().unwrap_or(""))),
+            distinct(rows.iter().map(|r| r.nccl.as_deref().unwrap_or(""))),
+            distinct(rows.iter().map(|r| r.libtorch.as_deref().unwrap_or("")))
+        ));
+        if prov.is_none() {
+            items.push(format!(
+                "MPI: {}",
+                distinct(rows.iter().map(|r| r.mpi.as_str()))
+            ));
+        }
+    }
+    d.list(items);
+    let nodes = data.nodes();
+    if !nodes.is_empty() {
+        let rows = nodes
+            .iter()
+            .map(|n| {
+                let gpus: Vec<String> = data
+                    .probe
+                    .iter()
+                    .flatten()
+                    .filter(|r| r.node == n.index)
+                    .map(|r| r.gpu.clone().unwrap_or_else(|| "none".into()))
+                    .collect();
+                let gpu = if gpus.is_empty() {
+                    "-".into()
+                } else {
+                    let first = &gpus[0];
+                    if gpus.iter().all(|g| g == first) {
+                        format!("{} × {first}", gpus.len())
+                    } else {
+                        gpus.join(", ")
+                    }
+                };
+                vec![
+                    n.index.to_string(),
+                    n.host.clone(),
+                    format!("{:?}", n.ranks),
+                    gpu,
+                ]
+            })
+            .collect();
+        d.table(&["node", "host", "ranks", "GPUs"], rows);
+    }
+    // Command lines: every job of an acceptance run, else the workloads' own.
+    let mut cmds = Vec::new();
+    if let Some(a) = &data.acceptance {
+        cmds.push(format!(
+            "# burnin run\n{}",
+            shlex::try_join(a.argv.iter().map(String::as_str)).unwrap_or_default()
+        ));
+        for j in a.jobs.iter().filter(|j| !j.argv.is_empty()) {
+            cmds.push(format!(
+                "# {}\n{}",
+                j.name,
+                shlex::try_join(j.argv.iter().map(String::as_str)).unwrap_or_default()
+            ));
+        }
+    } else {
+        for (name, p) in [("sweep", sweep_prov), ("train", train_prov)] {
+            if let Some(p) = p {
+                cmds.push(format!(
+                    "# {name}\n{}",
+                    shlex::try_join(p.argv.iter().map(String::as_str)).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    if !cmds.is_empty() {
+        d.h(3, "Command lines");
+        d.code(cmds.join("\n"));
+    }
+    let env: Vec<String> = prov
+        .iter()
+        .flat_map(|p| p.env.iter())
+        .filter(|(k, _)| interesting_env(k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !env.is_empty() {
+        d.h(3, "Environment (rank 0; launcher plumbing left out)");
+        d.code(env.join("\n"));
+    }
+}
+
+/// The series shown for a collective: its first type and op, out-of-place when
+/// measured (other types and ops stay in run.json).
+fn shown(points: &[Point], coll: CollKind) -> Vec<&Point> {
+    let of: Vec<&Point> = points.iter().filter(|p| p.collective == coll).collect();
+    let Some(first) = of.first() else {
+        return of;
+    };
+    let (dt, op): (Dtype, Option<RedOp>) = (first.dtype, first.op);
+    let any_out = of.iter().any(|p| !p.in_place);
+    of.into_iter()
+        .filter(|p| p.dtype == dt && p.op == op && (p.in_place != any_out))
+        .collect()
+}
+
+/// What the sweep was meant to measure.
+pub struct Planned {
+    pub collectives: Vec<CollKind>,
+    pub sizes: Vec<u64>,
+    /// Tier names, with the number of groups each should have (None: unknown).
+    pub tiers: Vec<(String, Option<usize>)>,
+    /// Whether the plan is known (from run.json or the card), not guessed.
+    pub known: bool,
+}
+
+fn tier_order(t: &str) -> usize {
+    ["world", "intra", "inter", "rails", "pairs"]
+        .iter()
+        .position(|x| *x == t)
+        .unwrap_or(9)
+}
+
+pub fn planned(data: &RunData, s: &SweepData) -> Planned {
+    let mut seen_tiers: Vec<String> = Vec::new();
+    for p in &s.points {
+        if !seen_tiers.contains(&p.tier) {
+            seen_tiers.push(p.tier.clone());
+        }
+    }
+    seen_tiers.sort_by_key(|t| tier_order(t));
+    let group_counts = |tiers: &[topology::Tier]| -> Vec<(String, Option<usize>)> {
+        tiers
+            .iter()
+            .map(|t| {
+                (
+                    t.kind.name().to_string(),
+                    Some(t.rounds.iter().map(|r| r.groups.len()).sum()),
+                )
+            })
+            .collect()
+    };
+    let nodes = data.nodes();
+    let nics = data
+        .topology()
+        .and_then(|t| t.inter.as_ref())
+        .and_then(|i| i.nics);
+    if let Some(r) = &s.report {
+        return Planned {
+            collectives: r.plan.collectives.clone(),
+            sizes: r.plan.sizes.clone(),
+            tiers: seen_tiers.into_iter().map(|t| (t, None)).collect(),
+            known: true,
+        };
+    }
+    if let Some(spec) = data.card().and_then(|c| c.sweep.as_ref()) {
+        let sizes = crate::sweep::size_ladder(
+            spec.min_bytes.get(),
+            spec.max_bytes.get(),
+            spec.step_factor,
+            None,
+        )
+        .unwrap_or_default();
+        let mut collectives = Vec::new();
+        for c in &spec.collectives {
+            if c == "all" {
+                collectives.extend(CollKind::ALL);
+            } else if let Some(k) = CollKind::parse(c) {
+                collectives.push(k);
+            }
+        }
+        collectives.dedup();
+        let wanted = topology::parse_tiers(&spec.tiers.join(",")).unwrap_or_default();
+        let have_map = nodes.iter().all(|n| !n.ranks.is_empty()) && !nodes.is_empty();
+        let tiers = if have_map {
+            group_counts(&topology::plan_tiers(&nodes, &wanted, nics))
+        } else {
+            wanted
+                .iter()
+                .map(|k| (k.name().to_string(), None))
+                .collect()
+        };
+        return Planned {
+            collectives,
+            sizes,
+            tiers,
+            known: true,
+        };
+    }
+    let mut sizes: Vec<u64> = s.points.iter().map(|p| p.bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut collectives: Vec<CollKind> = s.points.iter().map(|p| p.collective).collect();
+    collectives.sort();
+    collectives.dedup();
+    Planned {
+        collectives,
+        sizes,
+        tiers: seen_tiers.into_iter().map(|t| (t, None)).collect(),
+        known: false,
+    }
+}
+
+/// Sizes a tier runs: pairs run at the largest size only.
+fn tier_sizes(tier: &str, sizes: &[u64]) -> Vec<u64> {
+    if tier == TierKind::Pairs.name() {
+        sizes.last().copied().into_iter().collect()
+    } else {
+        sizes.to_vec()
+    }
+}
+
+/// Sizes of one (tier, collective) that were planned and not measured.
+pub type Missing = (String, CollKind, Vec<u64>);
+
+/// (tier, collective, sizes) planned and not measured, and tiers with groups missing.
+pub fn missing(plan: &Planned, points: &[Point]) -> (Vec<Missing>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut groups_missing = Vec::new();
+    for (tier, groups) in &plan.tiers {
+        for &coll in &plan.collectives {
+            let have: Vec<&Point> = points
+                .iter()
+                .filter(|p| &p.tier == tier && p.collective == coll)
+                .collect();
+            let miss: Vec<u64> = tier_sizes(tier, &plan.sizes)
+                .into_iter()
+                .filter(|b| !have.iter().any(|p| p.bytes == *b))
+                .collect();
+            if !miss.is_empty() {
+                out.push((tier.clone(), coll, miss));
+            }
+            if let Some(n) = groups {
+                let mut g: Vec<usize> = have.iter().map(|p| p.group).collect();
+                g.sort_unstable();
+                g.dedup();
+                if !g.is_empty() && g.len() < *n {
+                    groups_missing.push(format!(
+                        "tier {tier} {coll}: {} of {n} groups measured",
+                        g.len()
+                    ));
+                }
+            }
+        }
+    }
+    (out, groups_missing)
+}
+
+fn sweep_criteria(data: &RunData) -> SweepCriteria {
+    match data.card().and_then(|c| c.sweep.as_ref()) {
+        Some(s) => s.criteria.clone(),
+        None => verdict::default_card(data)
+            .sweep
+            .map(|s| s.criteria)
+            .unwrap_or_default(),
+    }
+}
+
+fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
+    let crit = sweep_criteria(data);
+    let analysis = verdict::sweep_analysis_all(data, s, &crit);
+    let judged = verdict::sweep_analysis(data, s, &crit);
+    let plan = planned(data, s);
+    let (miss, groups_missing) = missing(&plan, &s.points);
+    let backend = s
+        .report
+        .as_ref()
+        .map(|r| format!("; backend {}", r.provenance.backend))
+        .unwrap_or_default();
+    let sizes = match (plan.sizes.first(), plan.sizes.last()) {
+        (Some(a), Some(b)) => format!("{} to {}", Bytes(*a), Bytes(*b)),
+        _ => "-".into(),
+    };
+    let judged_at = crit
+        .at_bytes
+        .map(|b| format!("messages ≥ {b}"))
+        .unwrap_or_else(|| "the largest size".into());
+    d.p(format!(
+        "{} point(s) measured; collectives {}; sizes {sizes}; tiers {}{backend}. busbw is judged at {judged_at}.{}",
+        s.points.len(),
+        plan.collectives.iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
+        plan.tiers.iter().map(|t| t.0.as_str()).collect::<Vec<_>>().join(", "),
+        if s.finished() {
+            String::new()
+        } else {
+            format!(
+                " **The sweep did not finish** (no run.json): what follows is what it measured; planned points it never reached are marked missing{}.",
+                if plan.known { "" } else { " (the plan is unknown without run.json or a card: only gaps between measured points are shown)" }
+            )
+        }
+    ));
+    let of_what = if s.finished() {
+        ""
+    } else {
+        " (of what was measured)"
+    };
+    let only = if crit.judge_tiers.is_empty() {
+        String::new()
+    } else {
+        format!(" (the card judges tiers {})", crit.judge_tiers.join(", "))
+    };
+    if judged.findings.is_empty() {
+        d.p(format!(
+            "Findings{of_what}{only}: no outlier node or link; every tier meets its expectation."
+        ));
+    } else {
+        d.p(format!("Findings{of_what}{only}:"));
+        d.list(
+            judged
+                .findings
+                .iter()
+                .map(|f| format!("**{}** {}", f.severity.to_uppercase(), f.text))
+                .collect(),
+        );
+    }
+    let unjudged: Vec<String> = analysis
+        .findings
+        .iter()
+        .filter(|f| !judged.findings.contains(f))
+        .map(|f| f.text.clone())
+        .collect();
+    if !unjudged.is_empty() {
+        d.p("In tiers the card does not judge (shown, not counted):");
+        d.list(unjudged);
+    }
+    tier_table(d, &analysis);
+    for &coll in &plan.collectives {
+        let pts = shown(&s.points, coll);
+        let tiers: Vec<&str> = plan.tiers.iter().map(|t| t.0.as_str()).collect();
+        d.h(
+            3,
+            format!("{coll}: busbw by message size (GB/s, slowest group of each tier)"),
+        );
+        let mut rows = Vec::new();
+        for &b in &plan.sizes {
+            let mut row = vec![Bytes(b).to_string()];
+            for t in &tiers {
+                let at: Vec<f64> = pts
+                    .iter()
+                    .filter(|p| p.tier == *t && p.bytes == b)
+                    .map(|p| p.busbw_gbps)
+                    .collect();
+                let planned_here = tier_sizes(t, &plan.sizes).contains(&b);
+                row.push(if !at.is_empty() {
+                    f3(at.iter().copied().fold(f64::INFINITY, f64::min))
+                } else if planned_here
+                    && miss
+                        .iter()
+                        .any(|m| m.0 == *t && m.1 == coll && m.2.contains(&b))
+                {
+                    "missing".into()
+                } else {
+                    "-".into()
+                });
+            }
+            rows.push(row);
+        }
+        let mut header = vec!["size"];
+        header.extend(tiers.iter().copied());
+        d.table(&header, rows);
+        if charts {
+            for t in tiers.iter().filter(|t| **t != "pairs") {
+                bw_chart(d, data, &analysis, &pts, &miss, t, coll);
+            }
+        }
+    }
+    for m in &analysis.pair_matrices {
+        d.h(
+            3,
+            format!(
+                "Node pairs: {} busbw at {} (GB/s)",
+                m.collective,
+                Bytes(m.bytes)
+            ),
+        );
+        let outliers = &analysis.outlier_nodes;
+        if m.nodes.len() <= 32 {
+            let label = |h: &String| {
+                if outliers.contains(h) {
+                    format!("{h} (outlier)")
+                } else {
+                    h.clone()
+                }
+            };
+            let rows = m
+                .nodes
+                .iter()
+                .enumerate()
+                .map(|(i, h)| {
+                    let mut r = vec![label(h)];
+                    r.extend(
+                        m.busbw_gbps[i]
+                            .iter()
+                            .map(|v| v.map(f3).unwrap_or_else(|| "-".into())),
+                    );
+                    r
+                })
+                .collect();
+            let mut header = vec![String::from("node")];
+            header.extend(m.nodes.iter().cloned());
+            let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+            d.table(&header_refs, rows);
+        } else {
+            d.p(format!(
+                "{} nodes: the matrix is in report.html and run.json.",
+                m.nodes.len()
+            ));
+        }
+        if charts {
+            d.chart(
+                &format!("node pairs {}", m.collective),
+                charts::pair_heatmap(
+                    &format!("node pairs: {} busbw at {}", m.collective, Bytes(m.bytes)),
+                    &m.nodes,
+                    &m.busbw_gbps,
+                    outliers,
+                ),
+            );
+        }
+    }
+    rank_spread(d, data, s, &plan, charts);
+    if !miss.is_empty() || !groups_missing.is_empty() {
+        d.h(3, "Missing");
+        let mut items: Vec<String> = miss
+            .iter()
+            .map(|(t, c, sizes)| {
+                format!(
+                    "tier {t} {c}: {} not measured",
+                    sizes
+                        .iter()
+                        .map(|b| Bytes(*b).to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+            .collect();
+        items.extend(groups_missing);
+        d.list(items);
+    }
+}
+
+fn tier_table(d: &mut Doc, a: &Analysis) {
+    if a.tiers.is_empty() {
+        return;
+    }
+    let rows = a
+        .tiers
+        .iter()
+        .map(|t| {
+            let worst = t
+                .groups
+                .iter()
+                .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
+            vec![
+                t.tier.clone(),
+                t.collective.name().to_string(),
+                t.groups.len().to_string(),
+                f3(t.median_gbps),
+                worst.map(|g| f3(g.busbw_gbps)).unwrap_or_default(),
+                worst.map(|g| g.label.clone()).unwrap_or_default(),
+                t.expected_gbps.map(f3).unwrap_or_else(|| "-".into()),
+                t.worst_vs_expected
+                    .map(|w| format!("{:.0}%", w * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "tier",
+            "collective",
+            "groups",
+            "median GB/s",
+            "slowest GB/s",
+            "slowest group",
+            "expected GB/s",
+            "slowest vs expected",
+        ],
+        rows,
+    );
+}
+
+fn bw_chart(
+    d: &mut Doc,
+    data: &RunData,
+    a: &Analysis,
+    pts: &[&Point],
+    miss: &[Missing],
+    tier: &str,
+    coll: CollKind,
+) {
+    let mut by_group: BTreeMap<usize, (String, Vec<(u64, f64)>)> = BTreeMap::new();
+    for p in pts.iter().filter(|p| p.tier == tier) {
+        let e = by_group
+            .entry(p.group)
+            .or_insert_with(|| (p.label.clone(), Vec::new()));
+        e.1.push((p.bytes, p.busbw_gbps));
+    }
+    let result = a
+        .tiers
+        .iter()
+        .find(|t| t.tier == tier && t.collective == coll);
+    let outlier = |g: usize| {
+        result
+            .and_then(|t| t.groups.iter().find(|x| x.group == g))
+            .is_some_and(|x| x.outlier)
+    };
+    let series: Vec<BwSeries> = by_group
+        .into_iter()
+        .take(16)
+        .map(|(g, (label, mut points))| {
+            points.sort_by_key(|p| p.0);
+            BwSeries {
+                label,
+                points,
+                alert: outlier(g),
+            }
+        })
+        .collect();
+    let expected = result.and_then(|t| t.expected_gbps).or_else(|| {
+        let p = pts.iter().find(|p| p.tier == tier)?;
+        data.topology()?
+            .expectation(tier, coll, p.members.len(), p.hosts.len().max(1))
+    });
+    let missing: Vec<u64> = miss
+        .iter()
+        .filter(|m| m.0 == tier && m.1 == coll)
+        .flat_map(|m| m.2.iter().copied())
+        .collect();
+    if series.is_empty() && missing.is_empty() {
+        return;
+    }
+    d.chart(
+        &format!("{coll} {tier}"),
+        charts::busbw_vs_size(
+            &format!("{coll} busbw, tier {tier}"),
+            &series,
+            expected,
+            &missing,
+        ),
+    );
+}
+
+fn rank_spread(d: &mut Doc, data: &RunData, s: &SweepData, plan: &Planned, charts: bool) {
+    let host_of = |rank: usize| {
+        data.nodes()
+            .into_iter()
+            .find(|n| n.ranks.contains(&rank))
+            .map(|n| n.host)
+            .unwrap_or_default()
+    };
+    for &coll in &plan.collectives {
+        let pts = shown(&s.points, coll);
+        let Some(p) = pts
+            .iter()
+            .filter(|p| p.tier == "world" && !p.rank_p50_us.is_empty())
+            .max_by_key(|p| p.bytes)
+        else {
+            continue;
+        };
+        d.h(
+            3,
+            format!(
+                "Per-rank latency spread: {coll} at {}, whole job (spread {:.0}%)",
+                Bytes(p.bytes),
+                p.rank_spread * 100.0
+            ),
+        );
+        let fastest = p.rank_p50_us.iter().copied().fold(f64::INFINITY, f64::min);
+        let rows = p
+            .rank_p50_us
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let rank = p.members.get(i).copied().unwrap_or(i);
+                vec![
+                    rank.to_string(),
+                    host_of(rank),
+                    if *t >= 1000.0 {
+                        format!("{t:.0}")
+                    } else {
+                        format!("{t:.1}")
+                    },
+                    if fastest > 0.0 {
+                        format!("{:.2}×", t / fastest)
+                    } else {
+                        "-".into()
+                    },
+                    if i == p.slowest_rank {
+                        "slowest".into()
+                    } else {
+                        String::new()
+                    },
+                ]
+            })
+            .collect();
+        d.table(&["rank", "host", "median µs", "vs fastest", ""], rows);
+        if charts {
+            let labels: Vec<String> = (0..p.rank_p50_us.len())
+                .map(|i| p.members.get(i).copied().unwrap_or(i).to_string())
+                .collect();
+            d.chart(
+                &format!("{coll} per rank"),
+                charts::rank_bars(
+                    &format!("{coll} at {}: each rank's median time", Bytes(p.bytes)),
+                    &labels,
+                    &p.rank_p50_us,
+                ),
+            );
+        }
+    }
+}
+
+fn loss_points(t: &TrainData) -> Vec<(f64, f64)> {
+    match &t.run {
+        Some(r) => r
+            .losses
+            .iter()
+            .enumerate()
+            .map(|(i, l)| ((r.first_step + i as u64) as f64, *l))
+            .collect(),
+        None => t.steps.iter().map(|s| (s.step as f64, s.loss)).collect(),
+    }
+}
+
+fn train_section(d: &mut Doc, data: &RunData, charts: bool) {
+    let Some(t) = data.train.as_ref() else {
+        d.p("The uninterrupted training run left no results.");
+        return;
+    };
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
+    match &t.run {
+        Some(r) => {
+            row(
+                "device",
+                format!(
+                    "{} ({:.2} M parameters)",
+                    r.device,
+                    r.parameters as f64 / 1e6
+                ),
+            );
+            row(
+                "steps",
+                format!("{}..{} ({} run)", r.first_step, r.last_step, r.steps_run),
+            );
+            if let (Some(a), Some(b)) = (r.losses.first(), r.losses.last()) {
+                row("loss first → last", format!("{a:.4} → {b:.4}"));
+            }
+            row(
+                "step time p50 / p99",
+                format!(
+                    "{:.2} / {:.2} ms",
+                    r.step_time.p50_us / 1e3,
+                    r.step_time.p99_us / 1e3
+                ),
+            );
+            row("tokens/s (all ranks)", format!("{:.0}", r.tokens_per_s));
+            row(
+                "compute / gradient exchange / optimizer",
+                format!(
+                    "{:.0}% / {:.0}% / {:.0}%",
+                    r.compute_fraction * 100.0,
+                    r.comm_fraction * 100.0,
+                    r.optimizer_fraction * 100.0
+                ),
+            );
+            if let Some(s) = &r.storage {
+                row(
+                    "checkpoint write (all ranks)",
+                    format!(
+                        "{} GB/s, {} of the raw file speed",
+                        s.ckpt_write_gbps.map(f3).unwrap_or_else(|| "-".into()),
+                        s.write_ratio
+                            .map(|x| format!("{:.0}%", x * 100.0))
+                            .unwrap_or_else(|| "-".into())
+                    ),
+                );
+            }
+            row("final weights sha256", r.final_weights_sha256.clone());
+            row(
+                "replicas agree",
+                if r.replicas_agree { "yes" } else { "NO" }.into(),
+            );
+            for p in &r.problems {
+                row("problem", p.clone());
+            }
+        }
+        None => row(
+            "steps",
+            format!("{} measured; the run did not finish", t.steps.len()),
+        ),
+    }
+    if let Some(p) = data.train_part.as_ref().and_then(|p| p.run.as_ref()) {
+        row(
+            "resume check: first half",
+            format!("steps 1..{}, checkpoint at {}", p.last_step, p.last_step),
+        );
+    }
+    if let Some(r) = data.train_resume.as_ref().and_then(|p| p.run.as_ref()) {
+        row(
+            "resume check: resumed run",
+            format!(
+                "from step {} to {}, restore {}, final sha256 {}",
+                r.resumed.as_ref().map(|x| x.step).unwrap_or(0),
+                r.last_step,
+                r.resumed
+                    .as_ref()
+                    .map(|x| format!("{:.3} s", x.restore_s))
+                    .unwrap_or_else(|| "-".into()),
+                r.final_weights_sha256
+            ),
+        );
+    }
+    d.table(&["metric", "value"], rows);
+    let ckpts = t.checkpoints();
+    if !ckpts.is_empty() {
+        let rows = ckpts
+            .iter()
+            .map(|c| {
+                vec![
+                    c.step.to_string(),
+                    human_bytes(c.bytes),
+                    format!("{:.3}", c.write_s),
+                    f3(c.write_gbps),
+                    format!("{:.3}", c.stall_s),
+                ]
+            })
+            .collect();
+        d.table(
+            &[
+                "checkpoint step",
+                "bytes",
+                "write s",
+                "write GB/s",
+                "stall s",
+            ],
+            rows,
+        );
+    }
+    if charts {
+        let marks: Vec<(f64, String)> = ckpts
+            .iter()
+            .map(|c| (c.step as f64, "checkpoint".to_string()))
+            .collect();
+        let mut series = vec![("uninterrupted".to_string(), loss_points(t))];
+        if let Some(r) = &data.train_resume {
+            series.push(("resumed".to_string(), loss_points(r)));
+        }
+        d.chart(
+            "loss",
+            charts::over_steps("training loss", "loss", &series, &marks),
+        );
+        let times: Vec<(f64, f64)> = t
+            .steps
+            .iter()
+            .map(|s| (s.step as f64, s.step_s * 1e3))
+            .collect();
+        if !times.is_empty() {
+            d.chart(
+                "step time",
+                charts::over_steps(
+                    "step time (slowest rank)",
+                    "ms",
+                    &[("step time".to_string(), times)],
+                    &marks,
+                ),
+            );
+        }
+    }
+}
+
+fn chaos_section(d: &mut Doc, data: &RunData, charts: bool) {
+    let Some(c) = &data.chaos else {
+        let why = match data.job("chaos") {
+            Some(j) if !j.note.is_empty() && j.status == JobStatus::NotAvailable => j.note.clone(),
+            Some(j) => j.describe(),
+            None => "no chaos.json".into(),
+        };
+        d.p(format!("No chaos results: {why}."));
+        return;
+    };
+    if c.trials.is_empty() {
+        d.p("chaos.json holds no trial this burnin can read.");
+    } else {
+        let rows = c
+            .trials
+            .iter()
+            .map(|t| {
+                let inject = t.event("inject");
+                let mut r = vec![(t.index + 1).to_string(), t.kind.clone()];
+                for e in &CHAOS_EVENTS[1..] {
+                    r.push(match (t.event(e), inject) {
+                        (Some(x), Some(i)) => format!("+{:.2}", x - i),
+                        _ => "-".into(),
+                    });
+                }
+                r.push(
+                    t.steps_lost
+                        .map(|s| format!("{s:.0}"))
+                        .unwrap_or_else(|| "-".into()),
+                );
+                r.push(
+                    match t.parity {
+                        Some(true) => "identical",
+                        Some(false) => "DIFFERS",
+                        None => "-",
+                    }
+                    .into(),
+                );
+                r.push(match t.hung {
+                    Some(true) => "HUNG".into(),
+                    _ => t.outcome.clone().unwrap_or_else(|| "-".into()),
+                });
+                r
+            })
+            .collect();
+        d.table(
+            &[
+                "trial",
+                "fault",
+                "detect s",
+                "teardown s",
+                "relaunch s",
+                "restore s",
+                "first step s",
+                "steps lost",
+                "parity",
+                "outcome",
+            ],
+            rows,
+        );
+        d.p("Times are seconds after the fault was injected (unix timestamps of the victim, the survivors and the supervisor).");
+        if charts {
+            let rows: Vec<(String, Vec<(String, f64)>)> = c
+                .trials
+                .iter()
+                .filter_map(|t| {
+                    let i = t.event("inject")?;
+                    Some((
+                        format!("trial {} ({})", t.index + 1, t.kind),
+                        t.events.iter().map(|(n, x)| (n.clone(), x - i)).collect(),
+                    ))
+                })
+                .collect();
+            if !rows.is_empty() {
+                d.chart(
+                    "recovery timeline",
+                    charts::recovery_timeline("recovery per trial", &rows),
+                );
+            }
+        }
+    }
+    if !c.summary.is_empty() {
+        d.table(
+            &["summary", "value"],
+            c.summary
+                .iter()
+                .map(|(k, v)| vec![k.clone(), v.clone()])
+                .collect(),
+        );
+    }
+}

@@ -1,0 +1,827 @@
+//! The verdict: every criterion of the card judged from the results folder's JSON.
+//!
+//! Pure: a [`RunData`] in, a list of [`Criterion`] out, so `burnin run` (at the end of
+//! the run) and `burnin report` (later, anywhere) reach the same verdict. A criterion
+//! is PASS, FAIL or NOT RUN:
+//! - a phase that crashed, timed out or was interrupted fails all its criteria (the
+//!   measured value is still shown when there is one);
+//! - a phase that was not available (e.g. `burnin chaos` missing from this build) or
+//!   not selected (`--phases`) leaves its criteria NOT RUN, which is not a failure;
+//! - a folder without a card (a bare `burnin sweep --out` folder) is judged by the
+//!   defaults: zero wrong elements, no outlier, and the topology's own `min_fraction`.
+use super::data::{RunData, SweepData, TrainData};
+use crate::acceptance::JobStatus;
+use crate::backend::CollKind;
+use crate::card::{Card, ChaosCriteria, SweepCriteria, TrainCriteria};
+use crate::topology::analysis::{analyze, Analysis, Rules};
+use crate::topology::TierKind;
+use crate::units::Bytes;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Pass,
+    Fail,
+    NotRun,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::NotRun => "NOT RUN",
+        }
+    }
+}
+
+/// One line of the verdict table.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Criterion {
+    /// Stable identifier (`sweep.busbw.inter`), for comparing runs.
+    pub id: String,
+    pub phase: String,
+    /// What is judged, in words.
+    pub what: String,
+    /// What was measured, in words ("0.041 GB/s (inter at 16MiB)").
+    pub measured: String,
+    /// The bar ("≥ 0.05 GB/s").
+    pub threshold: String,
+    pub status: Status,
+    /// Why, when the status needs explaining (a crash, no data).
+    #[serde(default)]
+    pub detail: String,
+}
+
+/// The run's outcome: FAIL when any criterion failed.
+pub fn passed(criteria: &[Criterion]) -> bool {
+    !criteria.iter().any(|c| c.status == Status::Fail)
+}
+
+/// Where a job stands, as far as its criteria are concerned.
+enum Gate {
+    /// It ran (or there is no record of jobs: a bare folder), judge what it measured.
+    Judge,
+    /// It crashed: its criteria fail.
+    Crashed(String),
+    /// It did not run: its criteria are not run.
+    NotRun(String),
+}
+
+fn gate(data: &RunData, job: &str) -> Gate {
+    let Some(acc) = &data.acceptance else {
+        return Gate::Judge;
+    };
+    match acc.jobs.iter().find(|j| j.name == job) {
+        None => Gate::NotRun(
+            if acc
+                .phases_selected
+                .iter()
+                .any(|p| job.starts_with(p.as_str()))
+            {
+                "the run ended before this phase".into()
+            } else {
+                "not selected (--phases)".into()
+            },
+        ),
+        Some(j) => match j.status {
+            JobStatus::Passed | JobStatus::Failed => Gate::Judge,
+            JobStatus::NotAvailable | JobStatus::Skipped => Gate::NotRun(j.note.clone()),
+            JobStatus::Crashed
+            | JobStatus::TimedOut
+            | JobStatus::Interrupted
+            | JobStatus::Running => Gate::Crashed(format!("{}: {}", j.name, j.describe())),
+        },
+    }
+}
+
+/// Apply the gate of `job` to a criterion judged on what was measured.
+fn gated(g: &Gate, mut c: Criterion) -> Criterion {
+    match g {
+        Gate::Judge => c,
+        Gate::Crashed(why) => {
+            c.status = Status::Fail;
+            c.detail = if c.detail.is_empty() {
+                why.clone()
+            } else {
+                format!("{why}; {}", c.detail)
+            };
+            c
+        }
+        Gate::NotRun(why) => {
+            c.status = Status::NotRun;
+            c.measured = "-".into();
+            c.detail = why.clone();
+            c
+        }
+    }
+}
+
+fn crit(id: &str, phase: &str, what: String, threshold: String) -> Criterion {
+    Criterion {
+        id: id.into(),
+        phase: phase.into(),
+        what,
+        measured: "no data".into(),
+        threshold,
+        status: Status::Fail,
+        detail: String::new(),
+    }
+}
+
+/// The criteria a folder without a card is judged by.
+pub fn default_card(data: &RunData) -> Card {
+    let topo_frac = data.topology().map(|t| t.acceptance.min_fraction);
+    Card {
+        name: data.name(),
+        description: "no card: judged by burnin's defaults".into(),
+        topology: None,
+        launch: None,
+        backend: None,
+        step_timeout_s: None,
+        cost: None,
+        probe: None,
+        sweep: data.sweep.as_ref().map(|_| crate::card::SweepSpec {
+            collectives: vec![],
+            tiers: vec![],
+            min_bytes: Bytes(1),
+            max_bytes: Bytes(1),
+            step_factor: None,
+            budget_s: None,
+            warmup: None,
+            iters: None,
+            placement: None,
+            dtype: None,
+            args: vec![],
+            timeout_s: None,
+            criteria: SweepCriteria {
+                min_fraction_of_expected: topo_frac,
+                ..Default::default()
+            },
+        }),
+        train: data.train.as_ref().map(|_| crate::card::TrainSpec {
+            steps: 1,
+            ckpt_every: None,
+            ckpt_bytes: None,
+            ckpt_dir: None,
+            keep_checkpoints: false,
+            preset: None,
+            args: vec![],
+            timeout_s: None,
+            criteria: TrainCriteria {
+                resume_parity: false,
+                ..Default::default()
+            },
+        }),
+        chaos: data.chaos.as_ref().map(|_| crate::card::ChaosSpec {
+            kinds: vec![],
+            trials: 1,
+            args: vec![],
+            command: None,
+            timeout_s: None,
+            criteria: ChaosCriteria::default(),
+        }),
+    }
+}
+
+/// Judge every criterion of the run's card (or of [`default_card`]).
+pub fn judge(data: &RunData) -> Vec<Criterion> {
+    let fallback;
+    let card = match data.card() {
+        Some(c) => c,
+        None => {
+            fallback = default_card(data);
+            &fallback
+        }
+    };
+    let mut out = Vec::new();
+    if card.probe.is_some() {
+        out.extend(judge_probe(data, card));
+    }
+    if let Some(s) = &card.sweep {
+        out.extend(judge_sweep(data, &s.criteria));
+    }
+    if let Some(t) = &card.train {
+        out.extend(judge_train(data, &t.criteria));
+    }
+    if let Some(c) = &card.chaos {
+        out.extend(judge_chaos(data, &c.criteria));
+    }
+    out
+}
+
+fn judge_probe(data: &RunData, card: &Card) -> Vec<Criterion> {
+    let g = gate(data, "probe");
+    let topo = data.topology();
+    let crit_spec = card
+        .probe
+        .as_ref()
+        .map(|p| p.criteria.clone())
+        .unwrap_or_default();
+    let rows = data.probe.as_deref().unwrap_or(&[]);
+    let nodes = data.nodes();
+    let mut out = Vec::new();
+    let mut c = crit(
+        "probe.ran",
+        "probe",
+        "every rank started and reported".into(),
+        "probe.json with every rank".into(),
+    );
+    if !rows.is_empty() {
+        c.measured = format!("{} rank(s) on {} node(s)", rows.len(), nodes.len());
+        c.status = Status::Pass;
+    }
+    out.push(gated(&g, c));
+    if let Some(want) = crit_spec.nodes.or(topo.and_then(|t| t.node.count)) {
+        let mut c = crit(
+            "probe.nodes",
+            "probe",
+            "nodes in the job".into(),
+            format!("= {want}"),
+        );
+        if !rows.is_empty() {
+            c.measured = nodes.len().to_string();
+            c.status = if nodes.len() == want {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        }
+        out.push(gated(&g, c));
+    }
+    if let Some(want) = crit_spec
+        .ranks_per_node
+        .or(topo.map(|t| t.ranks_per_node()))
+    {
+        let mut c = crit(
+            "probe.ranks_per_node",
+            "probe",
+            "ranks on every node".into(),
+            format!("= {want}"),
+        );
+        if !rows.is_empty() {
+            let off: Vec<String> = nodes
+                .iter()
+                .filter(|n| n.ranks.len() != want)
+                .map(|n| format!("{}: {}", n.host, n.ranks.len()))
+                .collect();
+            if off.is_empty() {
+                c.measured = format!("{want} on all {} node(s)", nodes.len());
+                c.status = Status::Pass;
+            } else {
+                c.measured = off.join(", ");
+                c.status = Status::Fail;
+            }
+        }
+        out.push(gated(&g, c));
+    }
+    let model = crit_spec.gpu_model.clone().or_else(|| {
+        topo.filter(|t| t.node.gpus > 0)
+            .and_then(|t| t.node.gpu_model.clone())
+    });
+    if let Some(model) = model {
+        let mut c = crit(
+            "probe.gpu_model",
+            "probe",
+            "every rank has its own GPU of the expected model".into(),
+            format!("name contains \"{model}\""),
+        );
+        if !rows.is_empty() {
+            let bad: Vec<String> = rows
+                .iter()
+                .filter(|r| !r.gpu.as_deref().is_some_and(|g| g.contains(&model)))
+                .map(|r| {
+                    format!(
+                        "rank {} ({}): {}",
+                        r.rank,
+                        r.host,
+                        r.gpu.as_deref().unwrap_or("no GPU")
+                    )
+                })
+                .collect();
+            c.measured = format!("{}/{} rank(s) match", rows.len() - bad.len(), rows.len());
+            c.status = if bad.is_empty() {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+            if let Some(first) = bad.first() {
+                c.detail = format!("first mismatch: {first}");
+            }
+        }
+        out.push(gated(&g, c));
+    }
+    out
+}
+
+/// The sweep judged by the card's rules (the same pure analysis `burnin sweep` runs,
+/// with the card's message size and fractions), over the tiers the card judges.
+pub fn sweep_analysis(data: &RunData, sweep: &SweepData, c: &SweepCriteria) -> Analysis {
+    let topo = data.topology();
+    let mut rules = Rules::from(topo, c.outlier_fraction, c.min_fraction_of_expected);
+    if let Some(b) = c.at_bytes {
+        rules.large_message = Some(b.get());
+    }
+    let hosts: Vec<String> = data.nodes().into_iter().map(|n| n.host).collect();
+    let judged: Vec<&str> = c
+        .judge_tiers
+        .iter()
+        .filter_map(|t| TierKind::parse(t).map(|k| k.name()))
+        .collect();
+    if judged.is_empty() {
+        return analyze(&sweep.points, topo, &rules, &hosts);
+    }
+    let points: Vec<crate::sweep::Point> = sweep
+        .points
+        .iter()
+        .filter(|p| judged.contains(&p.tier.as_str()))
+        .cloned()
+        .collect();
+    analyze(&points, topo, &rules, &hosts)
+}
+
+/// Every tier analysed by the card's rules, judged or not (for display).
+pub fn sweep_analysis_all(data: &RunData, sweep: &SweepData, c: &SweepCriteria) -> Analysis {
+    let all = SweepCriteria {
+        judge_tiers: Vec::new(),
+        ..c.clone()
+    };
+    sweep_analysis(data, sweep, &all)
+}
+
+fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
+    let g = gate(data, "sweep");
+    let coll = CollKind::parse(&c.collective).unwrap_or(CollKind::AllReduce);
+    let at = c
+        .at_bytes
+        .map(|b| format!("at ≥ {b}"))
+        .unwrap_or_else(|| "at the largest size".into());
+    let mut out = Vec::new();
+    let sweep = data.sweep.as_ref();
+    let analysis = sweep.map(|s| sweep_analysis(data, s, c));
+    // Completeness: a sweep without run.json did not finish.
+    let mut done = crit(
+        "sweep.complete",
+        "sweep",
+        "the sweep measured every planned size and tier".into(),
+        "finished (run.json)".into(),
+    );
+    if let Some(s) = sweep {
+        if s.finished() {
+            done.measured = format!("{} point(s), finished", s.points.len());
+            done.status = Status::Pass;
+        } else {
+            done.measured = format!("{} point(s), did not finish", s.points.len());
+        }
+    }
+    out.push(gated(&g, done));
+    let tiers_of = |tier: &str| -> Vec<&crate::topology::analysis::TierResult> {
+        analysis
+            .iter()
+            .flat_map(|a| a.tiers.iter())
+            .filter(|t| t.tier == tier && t.collective == coll)
+            .collect()
+    };
+    let worst_group = |tier: &str| {
+        tiers_of(tier)
+            .into_iter()
+            .flat_map(|t| t.groups.iter())
+            .min_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps))
+            .cloned()
+    };
+    for (tier, floor) in &c.min_busbw_gbps {
+        let tier = TierKind::parse(tier).map(|k| k.name()).unwrap_or(tier);
+        let mut k = crit(
+            &format!("sweep.busbw.{tier}"),
+            "sweep",
+            format!("{coll} busbw {at}, tier {tier} (slowest group)"),
+            format!("≥ {floor} GB/s"),
+        );
+        if let Some(wg) = worst_group(tier) {
+            k.measured = format!(
+                "{:.3} GB/s ({} at {})",
+                wg.busbw_gbps,
+                wg.label,
+                Bytes(wg.bytes)
+            );
+            k.status = if wg.busbw_gbps >= *floor {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        } else if sweep.is_some() {
+            k.measured = "not measured".into();
+        }
+        out.push(gated(&g, k));
+    }
+    if let Some(frac) = c.min_fraction_of_expected {
+        let judged: Vec<&crate::topology::analysis::TierResult> = analysis
+            .iter()
+            .flat_map(|a| a.tiers.iter())
+            .filter(|t| t.collective == coll && t.expected_gbps.is_some())
+            .collect();
+        if data.topology().is_none() {
+            let mut k = crit(
+                "sweep.expected",
+                "sweep",
+                format!("{coll} busbw {at} vs the topology's expectation"),
+                format!("≥ {:.0}% of expected", frac * 100.0),
+            );
+            k.status = Status::NotRun;
+            k.measured = "-".into();
+            k.detail = "no topology file to expect anything from".into();
+            out.push(k);
+        }
+        if judged.is_empty() && data.topology().is_some() {
+            let mut k = crit(
+                "sweep.expected",
+                "sweep",
+                format!("{coll} busbw {at} vs the topology's expectation"),
+                format!("≥ {:.0}% of expected", frac * 100.0),
+            );
+            if sweep.is_some() {
+                k.measured = "no tier with an expectation measured".into();
+            }
+            out.push(gated(&g, k));
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for t in &judged {
+            if seen.contains(&t.tier.as_str()) {
+                continue;
+            }
+            seen.push(&t.tier);
+            // The worst of the tier's (type, op, placement) results.
+            let worst = judged
+                .iter()
+                .filter(|x| x.tier == t.tier)
+                .min_by(|a, b| {
+                    a.worst_vs_expected
+                        .unwrap_or(0.0)
+                        .total_cmp(&b.worst_vs_expected.unwrap_or(0.0))
+                })
+                .copied()
+                .unwrap_or(t);
+            let expected = worst.expected_gbps.unwrap_or(0.0);
+            let ratio = worst.worst_vs_expected.unwrap_or(0.0);
+            let wg = worst
+                .groups
+                .iter()
+                .min_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps));
+            let mut k = crit(
+                &format!("sweep.expected.{}", t.tier),
+                "sweep",
+                format!("{coll} busbw {at}, tier {} vs the topology", t.tier),
+                format!("≥ {:.0}% of {expected:.3} GB/s", frac * 100.0),
+            );
+            k.measured = format!(
+                "{:.0}% ({:.3} GB/s{})",
+                ratio * 100.0,
+                wg.map(|g| g.busbw_gbps).unwrap_or(0.0),
+                wg.map(|g| format!(", {}", g.label)).unwrap_or_default()
+            );
+            k.status = if ratio >= frac {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+            out.push(gated(&g, k));
+        }
+    }
+    if c.no_outlier {
+        let mut k = crit(
+            "sweep.no_outlier",
+            "sweep",
+            "no slow node or link (groups vs their tier's median)".into(),
+            "none named".into(),
+        );
+        if let Some(a) = &analysis {
+            let named: Vec<&crate::topology::analysis::Finding> = a
+                .findings
+                .iter()
+                .filter(|f| !f.subject.starts_with("tier "))
+                .collect();
+            if named.is_empty() {
+                k.measured = "none".into();
+                k.status = Status::Pass;
+            } else {
+                let mut subjects: Vec<String> = Vec::new();
+                for f in &named {
+                    if !subjects.contains(&f.subject) {
+                        subjects.push(f.subject.clone());
+                    }
+                }
+                k.measured = format!("outlier: {}", subjects.join(", "));
+                k.detail = named[0].text.clone();
+                k.status = Status::Fail;
+            }
+        }
+        out.push(gated(&g, k));
+    }
+    if c.zero_wrong {
+        let mut k = crit(
+            "sweep.zero_wrong",
+            "sweep",
+            "every element of every checked result is right".into(),
+            "0 wrong".into(),
+        );
+        if let Some(s) = sweep {
+            let checked = s.points.iter().filter(|p| p.wrong.is_some()).count();
+            let wrong: u64 = s.points.iter().filter_map(|p| p.wrong).sum();
+            if checked == 0 {
+                k.measured = "nothing checked".into();
+            } else {
+                k.measured = format!("{wrong} wrong in {checked} checked point(s)");
+                k.status = if wrong == 0 {
+                    Status::Pass
+                } else {
+                    Status::Fail
+                };
+                if let Some(p) = s.points.iter().find(|p| p.wrong.unwrap_or(0) > 0) {
+                    k.detail = format!(
+                        "first: {} {} {} on {}, group ranks {:?}",
+                        p.collective,
+                        p.dtype,
+                        Bytes(p.bytes),
+                        p.label,
+                        p.wrong_ranks.iter().map(|w| w.0).collect::<Vec<_>>()
+                    );
+                }
+            }
+        }
+        out.push(gated(&g, k));
+    }
+    out
+}
+
+fn finished_ok(t: Option<&TrainData>) -> Option<&super::data::TrainRun> {
+    t.and_then(|t| t.run.as_ref())
+}
+
+fn judge_train(data: &RunData, c: &TrainCriteria) -> Vec<Criterion> {
+    let g = gate(data, "train");
+    let mut out = Vec::new();
+    let run = finished_ok(data.train.as_ref());
+    let planned = data.card().and_then(|c| c.train.as_ref()).map(|t| t.steps);
+    let mut k = crit(
+        "train.completes",
+        "train",
+        "training runs to its last step: finite loss, replicas agree".into(),
+        match planned {
+            Some(n) => format!("{n} steps, no problem"),
+            None => "no problem".into(),
+        },
+    );
+    if let Some(r) = run {
+        k.measured = format!(
+            "{} step(s){}{}",
+            r.steps_run,
+            if r.replicas_agree {
+                ", replicas agree"
+            } else {
+                ", replicas DIFFER"
+            },
+            if r.problems.is_empty() {
+                String::new()
+            } else {
+                format!(", {} problem(s)", r.problems.len())
+            }
+        );
+        let enough = planned.map_or(true, |n| r.last_step >= n);
+        k.status = if r.problems.is_empty() && r.replicas_agree && enough {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
+        if let Some(p) = r.problems.first() {
+            k.detail = p.clone();
+        }
+    } else if let Some(t) = &data.train {
+        k.measured = format!("{} step(s), did not finish", t.steps.len());
+    }
+    out.push(gated(&g, k));
+    if let Some(floor) = c.min_ckpt_write_gbps {
+        let mut k = crit(
+            "train.ckpt_write",
+            "train",
+            "checkpoint write, all ranks together (median over checkpoints)".into(),
+            format!("≥ {floor} GB/s"),
+        );
+        let measured = run
+            .and_then(|r| r.storage.as_ref())
+            .and_then(|s| s.ckpt_write_gbps)
+            .or_else(|| {
+                let c = data.train.as_ref()?.checkpoints();
+                (!c.is_empty()).then(|| {
+                    crate::stats::median(&c.iter().map(|c| c.write_gbps).collect::<Vec<_>>())
+                })
+            });
+        if let Some(v) = measured {
+            k.measured = format!("{v:.3} GB/s");
+            k.status = if v >= floor {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        }
+        out.push(gated(&g, k));
+    }
+    if let Some(ceil) = c.max_step_p50_ms {
+        let mut k = crit(
+            "train.step_p50",
+            "train",
+            "median step time (slowest rank per step)".into(),
+            format!("≤ {ceil} ms"),
+        );
+        if let Some(r) = run.filter(|r| r.steps_run > 0) {
+            let ms = r.step_time.p50_us / 1e3;
+            k.measured = format!("{ms:.2} ms");
+            k.status = if ms <= ceil {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        }
+        out.push(gated(&g, k));
+    }
+    if c.resume_parity {
+        let mut k = crit(
+            "train.resume_parity",
+            "train",
+            "a run stopped at a checkpoint and resumed matches the uninterrupted run".into(),
+            "same final weights (sha256) and losses".into(),
+        );
+        let full = run;
+        let resumed = finished_ok(data.train_resume.as_ref());
+        if let (Some(a), Some(b)) = (full, resumed) {
+            let from = b.resumed.as_ref().map(|r| r.step);
+            let tail: Vec<f64> = match from {
+                Some(s) => a.losses.iter().skip(s as usize).copied().collect(),
+                None => Vec::new(),
+            };
+            let same_sha = !a.final_weights_sha256.is_empty()
+                && a.final_weights_sha256 == b.final_weights_sha256;
+            let same_loss = from.is_some()
+                && tail.len() == b.losses.len()
+                && tail
+                    .iter()
+                    .zip(&b.losses)
+                    .all(|(x, y)| x.to_bits() == y.to_bits());
+            k.measured = match (from, same_sha, same_loss) {
+                (None, _, _) => "the second run did not resume from a checkpoint".into(),
+                (Some(s), true, true) => format!(
+                    "resumed at step {s}: weights and {} loss(es) identical",
+                    b.losses.len()
+                ),
+                (Some(s), sha, loss) => format!(
+                    "resumed at step {s}: weights {}, losses {}",
+                    if sha { "identical" } else { "DIFFER" },
+                    if loss { "identical" } else { "DIFFER" }
+                ),
+            };
+            k.status = if from.is_some() && same_sha && same_loss {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        }
+        // Both halves of the resumed pair must have run too.
+        let g2 = match (gate(data, "train-part"), gate(data, "train-resume")) {
+            (Gate::Crashed(w), _) | (_, Gate::Crashed(w)) => Gate::Crashed(w),
+            (Gate::NotRun(w), _) | (_, Gate::NotRun(w)) => Gate::NotRun(w),
+            _ => Gate::Judge,
+        };
+        let k = gated(&g2, k);
+        out.push(if k.status == Status::NotRun {
+            k
+        } else {
+            gated(&g, k)
+        });
+    }
+    out
+}
+
+fn judge_chaos(data: &RunData, c: &ChaosCriteria) -> Vec<Criterion> {
+    let g = gate(data, "chaos");
+    let trials = data
+        .chaos
+        .as_ref()
+        .map(|c| c.trials.as_slice())
+        .unwrap_or(&[]);
+    let mut out = Vec::new();
+    let mut k = crit(
+        "chaos.ran",
+        "chaos",
+        "every fault-injection trial ran and was recorded".into(),
+        "≥ 1 trial in chaos.json".into(),
+    );
+    if data.chaos.is_some() {
+        k.measured = format!("{} trial(s)", trials.len());
+        k.status = if trials.is_empty() {
+            Status::Fail
+        } else {
+            Status::Pass
+        };
+    }
+    out.push(gated(&g, k));
+    let worst = |f: fn(&super::data::ChaosTrial) -> Option<f64>| -> Option<(f64, usize, usize)> {
+        let vals: Vec<(f64, usize)> = trials
+            .iter()
+            .filter_map(|t| Some((f(t)?, t.index)))
+            .collect();
+        let missing = trials.len() - vals.len();
+        vals.into_iter()
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(v, i)| (v, i, missing))
+    };
+    for (id, what, ceil, f) in [
+        (
+            "chaos.detect",
+            "time from the fault to its detection (worst trial)",
+            c.max_detect_s,
+            (|t: &super::data::ChaosTrial| t.detect_s)
+                as fn(&super::data::ChaosTrial) -> Option<f64>,
+        ),
+        (
+            "chaos.recovery",
+            "time from the fault to the first step after the restart (worst trial)",
+            c.max_recovery_s,
+            |t: &super::data::ChaosTrial| t.recovery_s,
+        ),
+    ] {
+        let Some(ceil) = ceil else { continue };
+        let mut k = crit(id, "chaos", what.into(), format!("≤ {ceil} s"));
+        if let Some((v, i, missing)) = worst(f) {
+            k.measured = format!("{v:.2} s (trial {})", i + 1);
+            k.status = if v <= ceil && missing == 0 {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+            if missing > 0 {
+                k.detail = format!("{missing} trial(s) without this measurement");
+            }
+        } else if data.chaos.is_some() {
+            k.measured = "not measured".into();
+        }
+        out.push(gated(&g, k));
+    }
+    if c.recovered_parity {
+        let mut k = crit(
+            "chaos.parity",
+            "chaos",
+            "every recovered run matches the uninterrupted run".into(),
+            "same weights and losses, every trial".into(),
+        );
+        if data.chaos.is_some() && !trials.is_empty() {
+            let differ: Vec<String> = trials
+                .iter()
+                .filter(|t| t.parity == Some(false))
+                .map(|t| format!("trial {}", t.index + 1))
+                .collect();
+            let unknown = trials.iter().filter(|t| t.parity.is_none()).count();
+            k.measured = if !differ.is_empty() {
+                format!("differs: {}", differ.join(", "))
+            } else if unknown > 0 {
+                format!("{unknown} trial(s) without a parity check")
+            } else {
+                format!("identical in {} trial(s)", trials.len())
+            };
+            k.status = if differ.is_empty() && unknown == 0 {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        }
+        out.push(gated(&g, k));
+    }
+    if c.no_hang {
+        let mut k = crit(
+            "chaos.no_hang",
+            "chaos",
+            "no trial hung: every fault was detected and the job ended or recovered".into(),
+            "0 hung".into(),
+        );
+        if data.chaos.is_some() && !trials.is_empty() {
+            let hung: Vec<String> = trials
+                .iter()
+                .filter(|t| {
+                    t.hung == Some(true) || t.event("detect").is_none() && t.detect_s.is_none()
+                })
+                .map(|t| format!("trial {} ({})", t.index + 1, t.kind))
+                .collect();
+            k.measured = if hung.is_empty() {
+                format!("0 of {} hung", trials.len())
+            } else {
+                format!("{} hung: {}", hung.len(), hung.join(", "))
+            };
+            k.status = if hung.is_empty() {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        }
+        out.push(gated(&g, k));
+    }
+    out
+}
