@@ -647,7 +647,7 @@ pub fn run(
     } else {
         skip(
             "matmul",
-            "built without libtorch (feature `train`): no matrix product",
+            format!("built without libtorch (feature `train`): no {MATMUL_N}x{MATMUL_N} product"),
         )
     };
     checks.push(matmul);
