@@ -781,6 +781,11 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
                 let t = secs(card.chaos.as_ref().and_then(|c| c.timeout_s), 1800.0);
                 let argv = chaos_argv(&card, &r.burnin, &r.launch, &out.join("chaos"));
                 r.job("chaos", "chaos", argv, t)?;
+                if !card.chaos.as_ref().is_some_and(|c| c.keep_checkpoints) {
+                    for d in checkpoint_dirs(&out.join("chaos"), 4) {
+                        remove_checkpoints(&d);
+                    }
+                }
             }
             _ => {}
         }
@@ -822,13 +827,44 @@ fn run_train(r: &mut Runner, card: &Card) -> Result<()> {
             dirs.push(d.join(name));
         }
         for d in dirs.into_iter().filter(|d| d.is_dir()) {
-            match std::fs::remove_dir_all(&d) {
-                Ok(()) => println!("== removed checkpoints {}", d.display()),
-                Err(e) => eprintln!("warning: cannot remove checkpoints {}: {e}", d.display()),
-            }
+            remove_checkpoints(&d);
         }
     }
     result
+}
+
+fn remove_checkpoints(d: &Path) {
+    match std::fs::remove_dir_all(d) {
+        Ok(()) => println!("== removed checkpoints {}", d.display()),
+        Err(e) => eprintln!("warning: cannot remove checkpoints {}: {e}", d.display()),
+    }
+}
+
+/// Folders named `ckpt` holding only `step-…` checkpoints, at most `depth` levels
+/// below `root` (what `burnin chaos` leaves in its reference and trial folders).
+fn checkpoint_dirs(root: &Path, depth: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let only_steps = || {
+            std::fs::read_dir(&p).is_ok_and(|it| {
+                it.flatten()
+                    .all(|c| c.file_name().to_string_lossy().starts_with("step-"))
+            })
+        };
+        if e.file_name() == "ckpt" && only_steps() {
+            out.push(p);
+        } else if depth > 1 {
+            out.extend(checkpoint_dirs(&p, depth - 1));
+        }
+    }
+    out
 }
 
 fn train_jobs(r: &mut Runner, spec: &crate::card::TrainSpec) -> Result<()> {
@@ -959,6 +995,27 @@ mod tests {
         assert_eq!(
             t.join(" "),
             "train --steps 10 --resume --ckpt-every 10 --ckpt-bytes 4MiB --preset tiny --out /r/p --log-every 5"
+        );
+    }
+
+    #[test]
+    fn only_checkpoint_folders_are_found_for_removal() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path();
+        for d in [
+            "reference/ckpt/step-000000010",
+            "trials/000/ckpt/step-000000020",
+            "trials/000/run",
+            "other/ckpt/notes",
+        ] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        let mut found = checkpoint_dirs(r, 4);
+        found.sort();
+        assert_eq!(
+            found,
+            [r.join("reference/ckpt"), r.join("trials/000/ckpt")],
+            "a ckpt folder holding anything but step-… folders is left alone"
         );
     }
 

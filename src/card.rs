@@ -311,7 +311,8 @@ impl Default for TrainCriteria {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ChaosSpec {
-    /// Faults to inject: kill, hang, exit, slow.
+    /// Faults to inject: kill, hang, exit, slow, corrupt-ckpt, node-loss:nodeI,
+    /// link-cut:nodeI (the last two on the simulated cluster).
     #[serde(default = "default_kinds")]
     pub kinds: Vec<String>,
     /// Trials per kind.
@@ -324,6 +325,9 @@ pub struct ChaosSpec {
     /// `{out}`, `{kinds}`, `{trials}` and `{burnin}` are substituted.
     #[serde(default)]
     pub command: Option<Vec<String>>,
+    /// Keep the checkpoints the trials wrote (default: removed once the phase ends).
+    #[serde(default)]
+    pub keep_checkpoints: bool,
     #[serde(default)]
     pub timeout_s: Option<f64>,
     #[serde(default)]
@@ -622,9 +626,13 @@ impl Card {
         }
         if let Some(c) = &self.chaos {
             for k in &c.kinds {
-                if !["kill", "hang", "exit", "slow"].contains(&k.as_str()) {
+                let plain = ["kill", "hang", "exit", "slow", "corrupt-ckpt"].contains(&k.as_str());
+                let on_node = ["node-loss:", "link-cut:"]
+                    .iter()
+                    .any(|p| k.strip_prefix(p).is_some_and(|n| n.starts_with("node")));
+                if !(plain || on_node) {
                     return Err(anyhow!(
-                        "{}: unknown fault '{k}' (kill, hang, exit, slow)",
+                        "{}: unknown fault '{k}' (kill, hang, exit, slow, corrupt-ckpt, node-loss:nodeI, link-cut:nodeI)",
                         at("chaos", "kinds")
                     ));
                 }

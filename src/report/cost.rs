@@ -176,6 +176,8 @@ pub fn compute(spec: &CostSpec, data: &RunData) -> CostReport {
         .flat_map(|c| c.trials.iter())
         .filter_map(|t| Some((t.recovery_s?, t.steps_lost.unwrap_or(0.0))))
         .collect();
+    // Without a measured step time the redone steps cannot be priced: the figure is
+    // then the recovery alone, and the formula says so.
     let per_failure: Vec<f64> = trials
         .iter()
         .map(|(rec, lost)| rec + lost * step.unwrap_or(0.0))
@@ -188,14 +190,23 @@ pub fn compute(spec: &CostSpec, data: &RunData) -> CostReport {
         } else {
             let rec = median(&trials.iter().map(|t| t.0).collect::<Vec<_>>());
             let lost = median(&trials.iter().map(|t| t.1).collect::<Vec<_>>());
-            format!(
-                "{} per hour × (recovery {} s + {} steps lost × {} s per step) ÷ 3600, median of {} trial(s) (medians shown)",
-                money(&cur, hourly),
-                num(rec),
-                num(lost),
-                num(step.unwrap_or(0.0)),
-                trials.len()
-            )
+            match step {
+                Some(step) => format!(
+                    "{} per hour × (recovery {} s + {} steps lost × {} s per step) ÷ 3600, median of {} trial(s) (medians shown)",
+                    money(&cur, hourly),
+                    num(rec),
+                    num(lost),
+                    num(step),
+                    trials.len()
+                ),
+                None => format!(
+                    "{} per hour × recovery {} s ÷ 3600, median of {} trial(s); the {} steps lost are not priced: no training step time was measured",
+                    money(&cur, hourly),
+                    num(rec),
+                    trials.len(),
+                    num(lost)
+                ),
+            }
         },
     });
     CostReport {

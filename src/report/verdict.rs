@@ -179,6 +179,7 @@ pub fn default_card(data: &RunData) -> Card {
             trials: 1,
             args: vec![],
             command: None,
+            keep_checkpoints: false,
             timeout_s: None,
             criteria: ChaosCriteria::default(),
         }),
