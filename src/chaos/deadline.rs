@@ -6,7 +6,11 @@
 //! - start-up and the first step (nothing observed yet): [`INIT_ALLOWANCE`] (60 s);
 //! - a step's check-in, gradient all-reduce and timing gather: max([`FLOOR`],
 //!   [`FACTOR`] × p99 of this rank's iteration times so far), the first (warm-up)
-//!   iteration left out once there are others;
+//!   iteration left out once there are others — but at most max([`CAP`], [`FACTOR`] ×
+//!   the median): with few samples the p99 is the slowest step seen, and one stall of
+//!   a loaded host (a 2 s step among 0.2 s ones) would otherwise stretch the deadline
+//!   to 20 s and a hang would go unnamed that long. A step longer than ten medians
+//!   *and* than [`CAP`] is taken for a hang;
 //! - a checkpoint's barriers: max(60 s, 10 × the longest checkpoint so far);
 //! - `-T SECS` replaces all of them with SECS.
 //!
@@ -20,6 +24,9 @@ pub const INIT_ALLOWANCE: Duration = Duration::from_secs(60);
 pub const FLOOR: Duration = Duration::from_secs(1);
 /// Multiple of the p99 iteration time.
 pub const FACTOR: f64 = 10.0;
+/// The derived step deadline exceeds this only when ten median steps do: so a hung
+/// rank is named within CAP, and a hung rank 0 within [`follower`]`(CAP)` = 10 s.
+pub const CAP: Duration = Duration::from_secs(6);
 
 /// The deadlines of one rank of a training run.
 #[derive(Clone, Debug)]
@@ -73,10 +80,11 @@ impl Deadlines {
             1 => &self.iterations[..],
             _ => &self.iterations[1..],
         };
-        let p99 = quantile(seen, 0.99);
-        FLOOR.max(Duration::from_secs_f64(
-            (FACTOR * p99).min(INIT_ALLOWANCE.as_secs_f64() * 10.0),
-        ))
+        let p99 = Duration::from_secs_f64((FACTOR * quantile(seen, 0.99)).min(3600.0));
+        let cap = CAP.max(Duration::from_secs_f64(
+            (FACTOR * quantile(seen, 0.5)).min(3600.0),
+        ));
+        FLOOR.max(p99.min(cap))
     }
 
     /// For a checkpoint's barriers and gathers.
@@ -122,7 +130,7 @@ mod tests {
     #[test]
     fn derived_from_the_p99_with_a_floor_and_without_the_warm_up() {
         let mut d = Deadlines::new(None);
-        d.observe_iteration(3.0); // warm-up
+        d.observe_iteration(3.0); // warm-up: alone, it is all there is
         assert_eq!(d.step(), Duration::from_secs(30));
         for _ in 0..150 {
             d.observe_iteration(0.02);
@@ -134,6 +142,20 @@ mod tests {
             d.observe_iteration(0.5);
         }
         assert_eq!(d.step(), Duration::from_secs(5));
+        // One stall of 2.2 s among 0.2 s steps: capped, not 22 s.
+        let mut s = Deadlines::new(None);
+        for _ in 0..18 {
+            s.observe_iteration(0.2);
+        }
+        s.observe_iteration(2.2);
+        assert_eq!(s.step(), CAP);
+        // Slow steps (GPU-sized, 2 s median) keep their 10x.
+        let mut g = Deadlines::new(None);
+        for _ in 0..10 {
+            g.observe_iteration(2.0);
+        }
+        assert_eq!(g.step(), Duration::from_secs(20));
+        assert_eq!(follower(CAP), Duration::from_secs(10));
         assert_eq!(d.checkpoint(), INIT_ALLOWANCE);
         d.observe_checkpoint(9.0);
         assert_eq!(d.checkpoint(), Duration::from_secs(90));

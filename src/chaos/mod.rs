@@ -23,4 +23,5 @@ pub mod proctree;
 pub mod report;
 pub mod straggler;
 pub mod supervisor;
+mod trial;
 pub mod victim;

@@ -16,7 +16,8 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Times {
     /// Injection → first visible sign of failure (a rank process gone, a failure line
-    /// from the launcher, a deadline line in a rank's events, the launcher's exit).
+    /// from the launcher, a deadline line in a rank's events, the launcher's exit);
+    /// for `slow`, injection → the straggler named.
     pub detect_s: Option<f64>,
     /// That sign → every process of the job gone (checked in /proc).
     pub teardown_s: Option<f64>,

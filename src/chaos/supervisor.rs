@@ -19,14 +19,12 @@
 //! host (the simulated cluster, plain mpirun) the clocks are the same; across hosts the
 //! launch host and rank 0's host are assumed NTP-synchronised (typically the same).
 use super::args::{self, ChaosArgs, KindOrder};
-use super::ckptcheck;
-use super::events::{self, unix_now, Event, What};
+use super::events::{unix_now, Event, What};
 use super::fault::{self, FaultKind, Pick, SplitMix64};
 use super::launch::{self, Job, Line, Teardown};
 use super::proctree;
-use super::report::{
-    self, ChaosReport, ClockOffset, Mark, Parity, Reference, StragglerSeen, Times, Trial,
-};
+use super::report::{self, ChaosReport, Parity, Reference};
+use super::trial;
 use crate::error::{usage, Outcome};
 use crate::results::{self, Jsonl};
 use crate::train::TrainArgs;
@@ -34,12 +32,12 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often the watch loop looks (output lines and known processes); the full
 /// process-tree scan and the events files are read every [`SLOW_POLL`].
-const POLL: Duration = Duration::from_millis(20);
-const SLOW_POLL: Duration = Duration::from_millis(100);
+pub(super) const POLL: Duration = Duration::from_millis(20);
+pub(super) const SLOW_POLL: Duration = Duration::from_millis(100);
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -57,30 +55,30 @@ fn catch_signals() {
     }
 }
 
-fn stopping() -> bool {
+pub(super) fn stopping() -> bool {
     STOP.load(Ordering::SeqCst)
 }
 
 /// Everything a campaign needs, validated.
-struct Setup {
-    launch: Vec<String>,
-    burnin: PathBuf,
-    kinds: Vec<FaultKind>,
-    order: KindOrder,
-    rank: Pick,
-    step: Pick,
-    slow_factor: f64,
-    train: TrainArgs,
-    train_args: Vec<String>,
-    sim: Option<PathBuf>,
-    out: PathBuf,
-    hang_limit: Duration,
-    teardown_wait: Duration,
-    grace: Duration,
-    run_timeout: Option<Duration>,
-    price: Option<f64>,
-    trials: usize,
-    seed: u64,
+pub(super) struct Setup {
+    pub(super) launch: Vec<String>,
+    pub(super) burnin: PathBuf,
+    pub(super) kinds: Vec<FaultKind>,
+    pub(super) order: KindOrder,
+    pub(super) rank: Pick,
+    pub(super) step: Pick,
+    pub(super) slow_factor: f64,
+    pub(super) train: TrainArgs,
+    pub(super) train_args: Vec<String>,
+    pub(super) sim: Option<PathBuf>,
+    pub(super) out: PathBuf,
+    pub(super) hang_limit: Duration,
+    pub(super) teardown_wait: Duration,
+    pub(super) grace: Duration,
+    pub(super) run_timeout: Option<Duration>,
+    pub(super) price: Option<f64>,
+    pub(super) trials: usize,
+    pub(super) seed: u64,
 }
 
 fn setup(a: &ChaosArgs) -> Result<Setup> {
@@ -179,7 +177,13 @@ fn setup(a: &ChaosArgs) -> Result<Setup> {
 }
 
 /// The `--fault*` flags a trial hands the job.
-fn fault_args(k: &FaultKind, rank: Pick, step: Pick, slow: f64, seed: u64) -> fault::FaultArgs {
+pub(super) fn fault_args(
+    k: &FaultKind,
+    rank: Pick,
+    step: Pick,
+    slow: f64,
+    seed: u64,
+) -> fault::FaultArgs {
     fault::FaultArgs {
         fault: Some(k.name()),
         fault_rank: k.has_victim_rank().then(|| rank.as_arg()),
@@ -190,7 +194,7 @@ fn fault_args(k: &FaultKind, rank: Pick, step: Pick, slow: f64, seed: u64) -> fa
 }
 
 /// The step at which the supervisor cuts a link.
-fn link_cut_step(step: Pick, steps: u64, seed: u64) -> Result<u64> {
+pub(super) fn link_cut_step(step: Pick, steps: u64, seed: u64) -> Result<u64> {
     match step {
         Pick::Fixed(s) if s >= 1 && s < steps => Ok(s),
         Pick::Fixed(s) => Err(usage(
@@ -211,7 +215,7 @@ fn link_cut_step(step: Pick, steps: u64, seed: u64) -> Result<u64> {
 
 impl Setup {
     /// launcher + burnin train + the user's train args + `extra`.
-    fn argv(&self, extra: &[String]) -> Vec<String> {
+    pub(super) fn argv(&self, extra: &[String]) -> Vec<String> {
         let mut v = self.launch.clone();
         v.push(self.burnin.display().to_string());
         v.push("train".into());
@@ -221,20 +225,20 @@ impl Setup {
     }
 }
 
-fn s(p: &Path) -> String {
+pub(super) fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
 /// What a finished (or torn down) run left.
-struct Ran {
-    job: Job,
-    teardown: Teardown,
-    timed_out: bool,
-    interrupted: bool,
+pub(super) struct Ran {
+    pub(super) job: Job,
+    pub(super) teardown: Teardown,
+    pub(super) timed_out: bool,
+    pub(super) interrupted: bool,
 }
 
 /// Run to the end (bounded by `limit`), then check that nothing is left.
-fn run_to_end(
+pub(super) fn run_to_end(
     argv: &[String],
     dir: &Path,
     name: &str,
@@ -270,7 +274,7 @@ fn run_to_end(
 }
 
 /// The last lines of a run's stderr, for a problem message.
-fn tail(lines: &[Line], n: usize) -> String {
+pub(super) fn tail(lines: &[Line], n: usize) -> String {
     let l: Vec<&str> = lines
         .iter()
         .filter(|l| l.stderr && !l.text.trim().is_empty())
@@ -279,7 +283,7 @@ fn tail(lines: &[Line], n: usize) -> String {
     l[l.len().saturating_sub(n)..].join(" | ")
 }
 
-fn read_json(p: &Path) -> Result<Value> {
+pub(super) fn read_json(p: &Path) -> Result<Value> {
     let bytes = std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
     serde_json::from_slice(&bytes).with_context(|| format!("{} is not JSON", p.display()))
 }
@@ -350,14 +354,14 @@ fn reference(st: &Setup) -> Result<Reference> {
 
 /// A sign that the job failed, and when it was seen.
 #[derive(Clone, Debug)]
-struct Sign {
-    unix: f64,
-    what: String,
+pub(super) struct Sign {
+    pub(super) unix: f64,
+    pub(super) what: String,
 }
 
 /// The signs of failure in what a job left: rank processes gone while the launcher
 /// ran, failure lines, deadline events, the launcher's exit.
-fn signs(job: &Job, evs: &[Event]) -> Vec<Sign> {
+pub(super) fn signs(job: &Job, evs: &[Event]) -> Vec<Sign> {
     let mut out = Vec::new();
     let launcher_end = job.exit.as_ref().map(|(_, t)| *t).unwrap_or(f64::INFINITY);
     for (pid, seen) in &job.seen {
@@ -398,7 +402,7 @@ fn signs(job: &Job, evs: &[Event]) -> Vec<Sign> {
 }
 
 /// Newest step recorded in a run's steps.jsonl.
-fn last_step(out: &Path) -> Option<u64> {
+pub(super) fn last_step(out: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(out.join("steps.jsonl")).ok()?;
     text.lines()
         .rev()
@@ -417,7 +421,7 @@ fn step_losses(out: &Path) -> Vec<(u64, f64)> {
 }
 
 /// Run `sim-cluster cut|heal NODE`.
-fn sim(sim: &Path, verb: &str, node: &str) -> Result<()> {
+pub(super) fn sim(sim: &Path, verb: &str, node: &str) -> Result<()> {
     let out = std::process::Command::new(sim)
         .args([verb, node])
         .stdin(std::process::Stdio::null())
@@ -434,14 +438,22 @@ fn sim(sim: &Path, verb: &str, node: &str) -> Result<()> {
 }
 
 /// Heals a cut link whatever happens.
-struct Cut<'a> {
+pub(super) struct Cut<'a> {
     sim: &'a Path,
     node: String,
     healed: bool,
 }
 
-impl Cut<'_> {
-    fn heal(&mut self) -> Result<f64> {
+impl<'a> Cut<'a> {
+    pub(super) fn new(sim: &'a Path, node: &str) -> Cut<'a> {
+        Cut {
+            sim,
+            node: node.to_string(),
+            healed: false,
+        }
+    }
+
+    pub(super) fn heal(&mut self) -> Result<f64> {
         self.healed = true;
         sim(self.sim, "heal", &self.node)?;
         Ok(unix_now())
@@ -457,7 +469,12 @@ impl Drop for Cut<'_> {
 }
 
 /// Parity of a finished run (`run.json` in `out`) against the reference losses/sha.
-fn parity(run: &Value, ref_losses: &[f64], ref_sha: &str, before: Option<(&Path, u64)>) -> Parity {
+pub(super) fn parity(
+    run: &Value,
+    ref_losses: &[f64],
+    ref_sha: &str,
+    before: Option<(&Path, u64)>,
+) -> Parity {
     let mut p = Parity::default();
     let sha = run["final_weights_sha256"].as_str().unwrap_or("");
     p.weights_match = Some(!sha.is_empty() && sha == ref_sha);
@@ -498,600 +515,6 @@ fn parity(run: &Value, ref_losses: &[f64], ref_sha: &str, before: Option<(&Path,
         p.before_fault_match = Some(same);
     }
     p
-}
-
-/// One trial, start to finish. Errors of the supervisor itself (cannot spawn, cannot
-/// write) are returned; the job's failures are recorded in the trial.
-fn trial(st: &Setup, reference: &Reference, ref_losses: &[f64], n: usize) -> Result<Trial> {
-    let seed = fault::trial_seed(st.seed, n);
-    let mut rng = SplitMix64(seed);
-    let k = match st.order {
-        KindOrder::Random => rng.between(0, st.kinds.len() as u64 - 1) as usize,
-        KindOrder::Cycle => n % st.kinds.len(),
-    };
-    let kind = st.kinds[k].clone();
-    let dir = st.out.join("trials").join(format!("{n:03}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let run_dir = dir.join("run");
-    let resume_dir = dir.join("resume");
-    let ckpt = dir.join("ckpt");
-    let mut t = Trial {
-        schema_version: report::SCHEMA_VERSION,
-        trial: n,
-        seed,
-        fault: kind.name(),
-        family: kind.family().into(),
-        description: None,
-        victim_ranks: Vec::new(),
-        victim_hosts: Vec::new(),
-        fault_step: None,
-        outcome: "failed".into(),
-        problems: Vec::new(),
-        notes: Vec::new(),
-        relaunches: 0,
-        detected_by: None,
-        hung: false,
-        stall: None,
-        stall_missing: Vec::new(),
-        straggler: None,
-        teardown: None,
-        expected_restore_step: None,
-        restored_step: None,
-        skipped_checkpoints: Vec::new(),
-        checkpoints_verify: None,
-        steps_lost: None,
-        times: Times::default(),
-        parity: Parity::default(),
-        cost_usd: None,
-        timeline: Vec::new(),
-        clock_offsets: Vec::new(),
-        dir: dir.clone(),
-    };
-    let mut extra = vec![
-        "--out".to_string(),
-        s(&run_dir),
-        "--ckpt-dir".into(),
-        s(&ckpt),
-    ];
-    let mut cut_at: Option<(String, u64)> = None;
-    match &kind {
-        FaultKind::LinkCut(node) => {
-            let step = link_cut_step(st.step, st.train.steps, seed)?;
-            cut_at = Some((node.clone(), step));
-            t.description = Some(format!(
-                "{kind} once step {step} is done{}",
-                if st.step == Pick::Random {
-                    format!(" (step drawn with seed {seed})")
-                } else {
-                    String::new()
-                }
-            ));
-        }
-        k => {
-            let fa = fault_args(k, st.rank, st.step, st.slow_factor, seed);
-            extra.extend(["--fault".into(), k.name()]);
-            if let Some(r) = &fa.fault_rank {
-                extra.extend(["--fault-rank".into(), r.clone()]);
-            }
-            extra.extend([
-                "--fault-step".into(),
-                st.step.as_arg(),
-                "--fault-seed".into(),
-                seed.to_string(),
-                "--slow-factor".into(),
-                st.slow_factor.to_string(),
-            ]);
-        }
-    }
-    let limit = st
-        .run_timeout
-        .unwrap_or_else(|| Duration::from_secs_f64((reference.wall_s * 4.0 + 60.0).max(120.0)));
-    let argv = st.argv(&extra);
-    let mut job = Job::spawn(
-        &argv,
-        &dir.join("launch.stdout"),
-        &dir.join("launch.stderr"),
-    )?;
-    let mut cut: Option<Cut> = None;
-    let mut inject: Option<(f64, String)> = None;
-    let mut visible: Option<Sign> = None;
-    let mut last_events = Instant::now() - SLOW_POLL;
-    let mut seen_lines = 0usize;
-    let mut timed_out = false;
-    // ---- watch the faulted run
-    loop {
-        let gone = job.poll(SLOW_POLL);
-        let now = unix_now();
-        if kind.ends_the_job() && visible.is_none() {
-            if let Some((pid, sn)) = gone.iter().find(|(_, sn)| sn.rank.is_some()) {
-                if job.exit.is_none() {
-                    visible = Some(Sign {
-                        unix: sn.gone.unwrap_or(now),
-                        what: format!("rank {} (pid {pid}) exited", sn.rank.unwrap_or(0)),
-                    });
-                }
-            }
-            let lines = job.lines();
-            if let Some(l) = lines[seen_lines.min(lines.len())..]
-                .iter()
-                .find(|l| launch::is_failure_line(&l.text))
-            {
-                visible.get_or_insert(Sign {
-                    unix: l.unix,
-                    what: l.text.clone(),
-                });
-            }
-            seen_lines = lines.len();
-        }
-        if last_events.elapsed() >= SLOW_POLL {
-            last_events = Instant::now();
-            let evs = events::read_all(&run_dir);
-            for e in &evs {
-                match &e.what {
-                    What::Inject { .. } if inject.is_none() => {
-                        inject = Some((e.unix0(), format!("rank {} ({})", e.rank, e.host)));
-                    }
-                    What::CheckinTimeout { line, .. } | What::Watchdog { line }
-                        if kind.ends_the_job() =>
-                    {
-                        visible.get_or_insert(Sign {
-                            unix: e.unix0(),
-                            what: line.clone(),
-                        });
-                    }
-                    _ => {}
-                }
-            }
-            if let (Some((node, step)), None, Some(sim_path)) = (&cut_at, &cut, &st.sim) {
-                if job.exit.is_none() && last_step(&run_dir).is_some_and(|s| s >= *step) {
-                    let reached = last_step(&run_dir).unwrap_or(*step);
-                    sim(sim_path, "cut", node)?;
-                    let at = unix_now();
-                    cut = Some(Cut {
-                        sim: sim_path,
-                        node: node.clone(),
-                        healed: false,
-                    });
-                    inject = Some((at, "supervisor (sim-cluster cut)".into()));
-                    t.fault_step = Some(reached);
-                    println!(
-                        "# chaos: trial {}: cut {node}'s link after step {reached}",
-                        n + 1
-                    );
-                }
-            }
-        }
-        if kind.ends_the_job() {
-            if visible.is_some() {
-                break;
-            }
-            if job.exit.is_some() {
-                break;
-            }
-            if let Some((at, _)) = &inject {
-                if now - at > st.hang_limit.as_secs_f64() {
-                    t.hung = true;
-                    t.problems.push(format!(
-                        "nothing noticed the failure within --hang-limit {:.0} s: the job hung",
-                        st.hang_limit.as_secs_f64()
-                    ));
-                    break;
-                }
-            }
-        } else if job.exit.is_some() {
-            break;
-        }
-        if job.elapsed() > limit {
-            timed_out = true;
-            t.problems.push(format!(
-                "the faulted run did not end within {:.0} s (--run-timeout)",
-                limit.as_secs_f64()
-            ));
-            break;
-        }
-        if stopping() {
-            t.problems.push("interrupted".into());
-            break;
-        }
-        std::thread::sleep(POLL);
-    }
-    let teardown = job.teardown(st.teardown_wait, st.grace);
-    if !teardown.tree_empty {
-        t.problems.push(format!(
-            "processes of the job survived the teardown ({})",
-            job.live()
-                .iter()
-                .map(|(p, c)| format!("{p} {c}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    if !teardown.left_behind.is_empty() {
-        t.problems.push(format!(
-            "the launcher left processes behind: {}",
-            teardown.left_behind.join(", ")
-        ));
-    }
-    let healed = match cut.as_mut() {
-        Some(c) => Some(c.heal()?),
-        None => None,
-    };
-    drop(cut);
-    // ---- what happened
-    let evs = events::read_all(&run_dir);
-    for e in &evs {
-        match &e.what {
-            What::Start { clock_rtt_s, .. } => t.clock_offsets.push(ClockOffset {
-                rank: e.rank,
-                host: e.host.clone(),
-                offset_s: e.offset_s,
-                rtt_s: *clock_rtt_s,
-            }),
-            What::FaultPlan {
-                ranks,
-                step,
-                description,
-                ..
-            } => {
-                t.victim_ranks = ranks.clone();
-                t.fault_step = Some(*step);
-                t.description = Some(description.clone());
-            }
-            What::Inject { .. } if !t.victim_hosts.contains(&e.host) => {
-                t.victim_hosts.push(e.host.clone());
-            }
-            _ => {}
-        }
-    }
-    t.clock_offsets.sort_by_key(|c| c.rank);
-    // Stragglers: the victim's report if there is one; others are noted.
-    let stragglers: Vec<(&Event, StragglerSeen)> = evs
-        .iter()
-        .filter_map(|e| match &e.what {
-            What::Straggler {
-                straggler,
-                straggler_host,
-                factor,
-                step,
-                line,
-                ..
-            } => Some((
-                e,
-                StragglerSeen {
-                    rank: *straggler,
-                    host: straggler_host.clone(),
-                    factor: *factor,
-                    step: *step,
-                    detect_s: None,
-                    line: line.clone(),
-                },
-            )),
-            _ => None,
-        })
-        .collect();
-    let chosen = stragglers
-        .iter()
-        .find(|(_, sg)| t.victim_ranks.contains(&sg.rank))
-        .or(stragglers.first());
-    if let Some((e, sg)) = chosen {
-        t.straggler = Some(sg.clone());
-        t.timeline.push(Mark {
-            event: "straggler".into(),
-            unix: e.unix0(),
-            source: format!("rank {}", e.rank),
-        });
-    }
-    for (_, sg) in &stragglers {
-        if Some(sg.rank) != t.straggler.as_ref().map(|c| c.rank) {
-            t.notes
-                .push(format!("also reported as a straggler: {}", sg.line));
-        }
-    }
-    // Where the job waited in vain: rank 0's line (it hears every rank, so it names
-    // the missing ones), else the first check-in line, else the first watchdog line.
-    let deadline_lines: Vec<(&Event, &String, Option<&Vec<usize>>)> = evs
-        .iter()
-        .filter_map(|e| match &e.what {
-            What::CheckinTimeout { line, missing, .. } => Some((e, line, Some(missing))),
-            What::Watchdog { line } => Some((e, line, None)),
-            _ => None,
-        })
-        .collect();
-    let pick = deadline_lines
-        .iter()
-        .find(|(e, _, m)| e.rank == 0 && m.is_some())
-        .or_else(|| deadline_lines.iter().find(|(e, _, _)| e.rank == 0))
-        .or_else(|| deadline_lines.iter().find(|(_, _, m)| m.is_some()))
-        .or(deadline_lines.first());
-    if let Some((_, line, missing)) = pick {
-        t.stall = Some((*line).clone());
-        t.stall_missing = missing.cloned().unwrap_or_default();
-    }
-    if t.victim_ranks.is_empty() {
-        if let Some((node, _)) = &cut_at {
-            t.victim_ranks = t
-                .clock_offsets
-                .iter()
-                .filter(|c| &c.host == node)
-                .map(|c| c.rank)
-                .collect();
-            t.victim_hosts = vec![node.clone()];
-        }
-    }
-    let inject_t = evs
-        .iter()
-        .filter(|e| matches!(e.what, What::Inject { .. }))
-        .map(|e| e.unix0())
-        .min_by(f64::total_cmp)
-        .or(inject.as_ref().map(|i| i.0));
-    let Some(inject_t) = inject_t else {
-        t.problems.insert(
-            0,
-            format!(
-                "the fault never fired (launcher {}): {}",
-                teardown.launcher_exit,
-                tail(&job.lines(), 3)
-            ),
-        );
-        t.teardown = Some(teardown);
-        return Ok(t);
-    };
-    t.timeline.push(Mark {
-        event: "inject".into(),
-        unix: inject_t,
-        source: inject
-            .as_ref()
-            .map(|i| i.1.clone())
-            .unwrap_or_else(|| "victim".into()),
-    });
-    if let Some(sg) = &mut t.straggler {
-        sg.detect_s = t
-            .timeline
-            .iter()
-            .find(|m| m.event == "straggler")
-            .map(|m| (m.unix - inject_t).max(0.0));
-    }
-    if !kind.ends_the_job() {
-        // slow: the job runs to its end with the straggler named, and stays correct.
-        let exit = teardown.launcher_exit.clone();
-        t.teardown = Some(teardown);
-        if exit != "exit 0" || timed_out {
-            t.problems.push(format!(
-                "the run with a straggler did not finish ({exit}): {}",
-                tail(&job.lines(), 3)
-            ));
-        }
-        match read_json(&run_dir.join("run.json")) {
-            Ok(run) => t.parity = parity(&run, ref_losses, &reference.final_weights_sha256, None),
-            Err(e) => t.problems.push(format!("{e:#}")),
-        }
-        match &t.straggler {
-            None => t.problems.push("no straggler was reported".into()),
-            Some(sg) if !t.victim_ranks.contains(&sg.rank) => t.problems.push(format!(
-                "the straggler reported is rank {}, the slowed rank is {:?}",
-                sg.rank, t.victim_ranks
-            )),
-            _ => {}
-        }
-        if !t.parity.ok() {
-            t.problems.push(format!(
-                "parity: {}",
-                t.parity.detail.clone().unwrap_or_default()
-            ));
-        }
-        if t.problems.is_empty() {
-            t.outcome = "completed".into();
-        }
-        t.timeline.push(Mark {
-            event: "end".into(),
-            unix: job.exit.as_ref().map(|e| e.1).unwrap_or_else(unix_now),
-            source: "supervisor".into(),
-        });
-        return Ok(t);
-    }
-    let all_signs = signs(&job, &evs);
-    let first = all_signs.iter().find(|sg| sg.unix >= inject_t - 0.01);
-    let detect_t = match first {
-        Some(sg) => {
-            t.detected_by = Some(sg.what.clone());
-            Some(sg.unix.max(inject_t))
-        }
-        None => visible.as_ref().map(|v| v.unix),
-    };
-    if let Some(d) = detect_t {
-        t.times.detect_s = Some(d - inject_t);
-        t.times.teardown_s = Some((teardown.done_unix - d).max(0.0));
-        t.timeline.push(Mark {
-            event: "detect".into(),
-            unix: d,
-            source: t.detected_by.clone().unwrap_or_default(),
-        });
-    }
-    t.timeline.push(Mark {
-        event: "teardown-begin".into(),
-        unix: teardown.began_unix,
-        source: "supervisor".into(),
-    });
-    t.timeline.push(Mark {
-        event: "teardown-done".into(),
-        unix: teardown.done_unix,
-        source: format!("supervisor ({})", teardown.how),
-    });
-    if let Some(h) = healed {
-        t.timeline.push(Mark {
-            event: "heal".into(),
-            unix: h,
-            source: "supervisor (sim-cluster heal)".into(),
-        });
-    }
-    if kind == FaultKind::Hang {
-        let victim_named = t.victim_ranks.iter().all(|v| t.stall_missing.contains(v));
-        if !victim_named {
-            t.problems.push(format!(
-                "the hang of rank(s) {:?} was not named: {}",
-                t.victim_ranks,
-                t.stall.clone().unwrap_or_else(|| "no deadline line".into())
-            ));
-        }
-    }
-    let gone_t = teardown.done_unix;
-    let teardown_ok = teardown.tree_empty;
-    t.teardown = Some(teardown);
-    if t.hung || !teardown_ok || stopping() {
-        return Ok(t);
-    }
-    // ---- recover
-    let before = ckptcheck::inspect(&ckpt);
-    t.expected_restore_step = before.newest_verified();
-    let argv = st.argv(&[
-        "--out".into(),
-        s(&resume_dir),
-        "--ckpt-dir".into(),
-        s(&ckpt),
-        "--resume".into(),
-    ]);
-    // Relaunch like a launcher with restarts would: a job that fails before its ranks
-    // are up (a daemon that could not connect yet) is started again, twice at most.
-    let mut attempt = 1;
-    let r = loop {
-        let name = if attempt == 1 {
-            "resume".to_string()
-        } else {
-            format!("resume-{attempt}")
-        };
-        let r = run_to_end(&argv, &dir, &name, limit, st.grace)?;
-        t.timeline.push(Mark {
-            event: "relaunch".into(),
-            unix: r.job.spawned_unix,
-            source: format!("supervisor (attempt {attempt})"),
-        });
-        let up = events::read_all(&resume_dir)
-            .iter()
-            .any(|e| matches!(e.what, What::Start { .. }));
-        if up || r.teardown.launcher_exit == "exit 0" || attempt == 3 || stopping() {
-            break r;
-        }
-        t.notes.push(format!(
-            "relaunch attempt {attempt} failed before the ranks were up ({}): {}",
-            r.teardown.launcher_exit,
-            tail(&r.job.lines(), 2)
-        ));
-        attempt += 1;
-        std::thread::sleep(Duration::from_secs(1));
-    };
-    t.relaunches = attempt;
-    if r.timed_out {
-        t.problems.push(format!(
-            "the resumed run did not end within {:.0} s",
-            limit.as_secs_f64()
-        ));
-    }
-    if !r.teardown.tree_empty {
-        t.problems
-            .push("processes of the resumed job survived its end".into());
-    }
-    if r.teardown.launcher_exit != "exit 0" {
-        t.problems.push(format!(
-            "the resumed run failed ({}): {}",
-            r.teardown.launcher_exit,
-            tail(&r.job.lines(), 3)
-        ));
-    }
-    let revs = events::read_all(&resume_dir);
-    let at = |pick: fn(&What) -> bool| {
-        revs.iter()
-            .find(|e| e.rank == 0 && pick(&e.what))
-            .map(|e| e.unix0())
-    };
-    let up = at(|w| matches!(w, What::Start { .. }));
-    let restored = at(|w| matches!(w, What::Restored { .. }));
-    let first_step = at(|w| matches!(w, What::FirstStep { .. }));
-    for e in revs.iter().filter(|e| e.rank == 0) {
-        if let What::Restored { step, skipped, .. } = &e.what {
-            t.restored_step = *step;
-            t.skipped_checkpoints = skipped.clone();
-        }
-    }
-    for (name, time) in [
-        ("ranks-up", up),
-        ("restore", restored),
-        ("first-step", first_step),
-    ] {
-        if let Some(u) = time {
-            t.timeline.push(Mark {
-                event: name.into(),
-                unix: u,
-                source: "rank 0 of the relaunched job".into(),
-            });
-        }
-    }
-    t.timeline.push(Mark {
-        event: "end".into(),
-        unix: r.job.exit.as_ref().map(|e| e.1).unwrap_or_else(unix_now),
-        source: "supervisor".into(),
-    });
-    t.times.relaunch_s = up.map(|u| u - gone_t);
-    t.times.restore_s = match (up, restored) {
-        (Some(a), Some(b)) => Some(b - a),
-        _ => None,
-    };
-    t.times.first_step_s = match (restored, first_step) {
-        (Some(a), Some(b)) => Some(b - a),
-        _ => None,
-    };
-    t.times.total_recovery_s = first_step.map(|f| f - inject_t);
-    if let Some(fs) = t.fault_step {
-        t.steps_lost = Some(fs.saturating_sub(t.restored_step.unwrap_or(0)));
-    }
-    if t.restored_step != t.expected_restore_step {
-        t.problems.push(format!(
-            "restored step {:?}, but the newest checkpoint that verified when the job was gone is {:?}",
-            t.restored_step, t.expected_restore_step
-        ));
-    }
-    if kind == FaultKind::CorruptCkpt && t.skipped_checkpoints.is_empty() {
-        t.problems
-            .push("the damaged checkpoint was not reported as skipped".into());
-    }
-    let after = ckptcheck::inspect(&ckpt);
-    t.checkpoints_verify = Some(after.bad.is_empty());
-    if !after.bad.is_empty() {
-        t.problems.push(format!(
-            "checkpoints that do not verify after the recovery: {:?}",
-            after.bad
-        ));
-    }
-    match read_json(&resume_dir.join("run.json")) {
-        Ok(run) => {
-            t.parity = parity(
-                &run,
-                ref_losses,
-                &reference.final_weights_sha256,
-                t.fault_step.map(|s| (run_dir.as_path(), s)),
-            )
-        }
-        Err(e) => t.problems.push(format!("{e:#}")),
-    }
-    if !t.parity.ok() {
-        t.problems.push(format!(
-            "parity: {}",
-            t.parity
-                .detail
-                .clone()
-                .unwrap_or_else(|| "not checked".into())
-        ));
-    }
-    if let (Some(price), Some(total), Some(lost)) =
-        (st.price, t.times.total_recovery_s, t.steps_lost)
-    {
-        let seconds = total + lost as f64 * reference.step_p50_s;
-        t.cost_usd = Some(seconds * reference.world_size as f64 * price / 3600.0);
-    }
-    if t.problems.is_empty() {
-        t.outcome = "recovered".into();
-    }
-    Ok(t)
 }
 
 fn write_report(path: &Path, rep: &mut ChaosReport) -> Result<()> {
@@ -1151,7 +574,11 @@ pub fn run(a: &ChaosArgs) -> Result<Outcome> {
         if stopping() {
             break;
         }
-        let t = trial(&st, &reference, &ref_losses, n)?;
+        let base = trial::Baseline {
+            reference: &reference,
+            losses: &ref_losses,
+        };
+        let t = trial::run(&st, &base, n)?;
         println!("{}", report::trial_line(&t, st.trials));
         trials_file.append(&t)?;
         rep.trials.push(t);
