@@ -76,7 +76,7 @@ mod tests {
     fn test_venv() -> Option<PathBuf> {
         let venv = std::env::var_os("BURNIN_TEST_VENV")
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/work/main/.venv"));
+            .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.venv")));
         let has_nccl = site_packages_of(&venv)
             .iter()
             .any(|sp| sp.join(locate::PIP_LIB).is_file());
