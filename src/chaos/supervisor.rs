@@ -274,7 +274,20 @@ pub(super) fn run_to_end(
 }
 
 /// The last lines of a run's stderr, for a problem message.
+/// Why a run failed, from its output: burnin's own deadline and error lines first
+/// (they say who and where), else the last `n` lines of stderr.
 pub(super) fn tail(lines: &[Line], n: usize) -> String {
+    let own: Vec<&str> = lines
+        .iter()
+        .map(|l| l.text.trim())
+        .filter(|t| {
+            t.starts_with("Error") || (t.starts_with("burnin: rank ") && t.contains(" waited "))
+        })
+        .take(2)
+        .collect();
+    if !own.is_empty() {
+        return own.join(" | ");
+    }
     let l: Vec<&str> = lines
         .iter()
         .filter(|l| l.stderr && !l.text.trim().is_empty())
@@ -384,7 +397,9 @@ pub(super) fn signs(job: &Job, evs: &[Event]) -> Vec<Sign> {
     }
     for e in evs {
         match &e.what {
-            What::CheckinTimeout { line, .. } | What::Watchdog { line } => out.push(Sign {
+            What::CheckinTimeout { line, .. }
+            | What::Watchdog { line }
+            | What::Silent { line, .. } => out.push(Sign {
                 unix: e.unix0(),
                 what: format!("events of rank {}: {line}", e.rank),
             }),
