@@ -124,8 +124,7 @@ fn assert_clean(rep: &Value, trials: usize) {
     assert_eq!(s["failed"], 0, "{all}");
     assert_eq!(s["hangs"], 0, "{all}");
     assert_eq!(s["parity_failures"], 0, "{all}");
-    assert_eq!(s["left_behind"], 0, "nothing orphaned: {all}");
-    assert_eq!(s["not_torn_down"], 0, "{all}");
+    assert_eq!(s["not_torn_down"], 0, "nothing orphaned: {all}");
     assert_eq!(s["lost_checkpoints"], 0, "{all}");
     assert_eq!(rep["outcome"], "pass");
     for t in rep["trials"].as_array().unwrap() {
@@ -155,6 +154,11 @@ fn assert_clean(rep: &Value, trials: usize) {
         }
         for m in t["timeline"].as_array().unwrap() {
             assert!(f(&m["unix"]) > 1.6e9, "unix timestamps: {m}");
+        }
+        if t["family"] != "link-cut" {
+            // mpirun cleans up what it can reach (a cut node it cannot).
+            let left = t["teardown"]["left_behind"].as_array().map(|a| a.len());
+            assert_eq!(left.unwrap_or(0), 0, "the launcher left processes: {t}");
         }
         if t["family"] != "slow" {
             assert_eq!(t["teardown"]["tree_empty"], true, "{t}");

@@ -404,13 +404,15 @@ fn beat(
                 }
             }
         }
+        // Once one peer is silent for REPORT_AFTER, report it with every other peer
+        // silent for SILENT already (a cut node's ranks together, not one by one).
         let silent: Vec<(usize, Duration)> = peers
             .iter()
             .filter(|&&p| !done[p] && !reported[p])
             .map(|&p| (p, heard_at[p].unwrap_or(started).elapsed()))
-            .filter(|(_, age)| *age >= REPORT_AFTER)
+            .filter(|(_, age)| *age >= SILENT)
             .collect();
-        if !silent.is_empty() {
+        if silent.iter().any(|(_, age)| *age >= REPORT_AFTER) {
             let ranks: Vec<usize> = silent.iter().map(|x| x.0).collect();
             for &p in &ranks {
                 reported[p] = true;
