@@ -43,7 +43,7 @@ pub struct GlobalArgs {
     /// Deadline in seconds for any single blocking step (a collective, a wait); on
     /// expiry the rank says what it was waiting for and ends the job. Default: 120 s;
     /// `train` derives its deadlines from the step times it observes instead
-    /// (max(1 s, 10 x p99), 60 s at start-up).
+    /// (max(3 s, 10 x p99), 60 s at start-up).
     #[arg(short = 'T', long = "timeout", global = true, value_name = "SECS")]
     pub timeout: Option<f64>,
 }

@@ -124,8 +124,7 @@ fn assert_clean(rep: &Value, trials: usize) {
     assert_eq!(s["failed"], 0, "{all}");
     assert_eq!(s["hangs"], 0, "{all}");
     assert_eq!(s["parity_failures"], 0, "{all}");
-    assert_eq!(s["left_behind"], 0, "nothing orphaned: {all}");
-    assert_eq!(s["not_torn_down"], 0, "{all}");
+    assert_eq!(s["not_torn_down"], 0, "nothing orphaned: {all}");
     assert_eq!(s["lost_checkpoints"], 0, "{all}");
     assert_eq!(rep["outcome"], "pass");
     for t in rep["trials"].as_array().unwrap() {
@@ -155,6 +154,11 @@ fn assert_clean(rep: &Value, trials: usize) {
         }
         for m in t["timeline"].as_array().unwrap() {
             assert!(f(&m["unix"]) > 1.6e9, "unix timestamps: {m}");
+        }
+        if t["family"] != "link-cut" {
+            // mpirun cleans up what it can reach (a cut node it cannot).
+            let left = t["teardown"]["left_behind"].as_array().map(|a| a.len());
+            assert_eq!(left.unwrap_or(0), 0, "the launcher left processes: {t}");
         }
         if t["family"] != "slow" {
             assert_eq!(t["teardown"]["tree_empty"], true, "{t}");
@@ -347,9 +351,9 @@ fn long_sim_cluster_every_kind_once_small_soak() {
             "--seed",
             "11",
         ],
-        &["--steps", "30", "--ckpt-every", "5", "--log-every", "0"],
+        &["--steps", "24", "--ckpt-every", "4", "--log-every", "0"],
         &out,
-        Duration::from_secs(240),
+        Duration::from_secs(180),
     );
     assert!(!r.timed_out, "{}", r.all());
     assert_eq!(r.code, Some(0), "{}", r.all());
@@ -395,7 +399,7 @@ fn long_sim_cluster_every_kind_once_small_soak() {
     let skipped = t["skipped_checkpoints"][0].as_str().unwrap_or("");
     assert!(skipped.contains("does not match its sha256"), "{t}");
     assert!(
-        t["restored_step"].as_u64().unwrap() + 5 <= t["fault_step"].as_u64().unwrap(),
+        t["restored_step"].as_u64().unwrap() + 4 <= t["fault_step"].as_u64().unwrap(),
         "{t}"
     );
     // node-loss: both ranks of node1 die at once.

@@ -88,6 +88,8 @@ pub enum What {
     },
     /// The watchdog ended the job.
     Watchdog { line: String },
+    /// Peers this rank has not heard a heartbeat from for a while (not an end yet).
+    Silent { ranks: Vec<usize>, line: String },
     /// Rank 0 found a straggler.
     Straggler {
         step: u64,

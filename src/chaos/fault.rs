@@ -146,7 +146,7 @@ impl FaultKind {
         let (lo, hi) = match self {
             FaultKind::Hang => (3.min(last), last),
             // Steps left to fill the straggler window and its streak.
-            FaultKind::Slow => (2, steps.saturating_sub(12)),
+            FaultKind::Slow => (4, steps.saturating_sub(12)),
             FaultKind::LinkCut(_) => (2.min(last), last),
             FaultKind::CorruptCkpt => {
                 check_corrupt_ckpt(ckpt_every, keep)?;
@@ -469,7 +469,7 @@ mod tests {
             assert!((3..=39).contains(&p.step), "{p:?}");
             x.fault = Some("slow".into());
             let p = plan(&x, 4, 40, 10, 2, 1).unwrap().unwrap();
-            assert!((2..=28).contains(&p.step), "{p:?}");
+            assert!((4..=28).contains(&p.step), "{p:?}");
         }
         let p = plan(&args("kill", Some("3"), Some("5")), 4, 40, 10, 2, 1)
             .unwrap()

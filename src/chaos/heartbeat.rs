@@ -31,6 +31,16 @@ pub const PERIOD: Duration = Duration::from_millis(200);
 pub const TICK: Duration = Duration::from_millis(25);
 /// A rank not heard from this long is "silent".
 pub const SILENT: Duration = Duration::from_millis(750);
+/// A peer silent this long is reported at once (a line and an event), before any
+/// deadline: the job is not ended for it, but whatever ends the job — a deadline,
+/// the launcher losing a daemon — the ranks that went silent are on record.
+pub const REPORT_AFTER: Duration = Duration::from_secs(2);
+/// The last heartbeat of a rank that ends normally: its silence is not a failure.
+const BYE: u64 = u64::MAX;
+
+/// Called by the heartbeat thread with peers newly silent for [`REPORT_AFTER`], and
+/// how long.
+pub type OnSilent = Box<dyn Fn(&[usize], Duration) + Send>;
 
 const TAG_UP: i32 = 0x0c51;
 const TAG_DOWN: i32 = 0x0c52;
@@ -40,6 +50,8 @@ struct Heard {
     started: Instant,
     /// Per peer: when last heard, and the step it reported.
     last: Vec<Option<(Instant, u64)>>,
+    /// Peers that said goodbye (ended normally).
+    done: Vec<bool>,
 }
 
 /// What this rank has heard, shareable with the watchdog thread.
@@ -71,12 +83,17 @@ unsafe impl Send for RawComm {}
 impl Heartbeat {
     /// Start over `comm` (a duplicate of the world). `thread_multiple`: whether MPI
     /// granted MPI_THREAD_MULTIPLE; without it this is a no-op heartbeat.
-    pub fn start(comm: SimpleCommunicator, thread_multiple: bool) -> Heartbeat {
+    pub fn start(
+        comm: SimpleCommunicator,
+        thread_multiple: bool,
+        on_silent: OnSilent,
+    ) -> Heartbeat {
         let rank = comm.rank() as usize;
         let size = comm.size() as usize;
         let heard = Arc::new(Mutex::new(Heard {
             started: Instant::now(),
             last: vec![None; size],
+            done: vec![false; size],
         }));
         let step = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
@@ -98,7 +115,7 @@ impl Heartbeat {
         let raw = RawComm(comm.as_raw());
         let spawned = std::thread::Builder::new()
             .name("burnin-heartbeat".into())
-            .spawn(move || beat(raw, rank, size, heard, step, stop));
+            .spawn(move || beat(raw, rank, size, heard, step, stop, on_silent));
         match spawned {
             Ok(h) => {
                 hb.thread = Some(h);
@@ -157,6 +174,7 @@ impl HeartbeatView {
         };
         peers
             .into_iter()
+            .filter(|&p| !h.done[p])
             .map(|p| match h.last[p] {
                 Some((t, s)) => (p, Some(t.elapsed()), Some(s)),
                 None => (p, None, None),
@@ -286,6 +304,7 @@ fn beat(
     heard: Arc<Mutex<Heard>>,
     step: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    on_silent: OnSilent,
 ) {
     let comm = comm.0;
     // SAFETY: reading rsmpi's extern constants, initialised by the C library.
@@ -326,36 +345,49 @@ fn beat(
         }
         flag != 0
     };
+    let post_recv = |p: usize, buf: &mut u64, req: &mut ffi::MPI_Request| unsafe {
+        ffi::MPI_Irecv(
+            (buf as *mut u64).cast::<c_void>(),
+            1,
+            u64_t,
+            p as i32,
+            tag_in,
+            comm,
+            req,
+        );
+    };
+    let post_send = |p: usize, buf: &u64, req: &mut ffi::MPI_Request| unsafe {
+        ffi::MPI_Isend(
+            (buf as *const u64).cast::<c_void>(),
+            1,
+            u64_t,
+            p as i32,
+            tag_out,
+            comm,
+            req,
+        );
+    };
     for &p in &peers {
-        unsafe {
-            ffi::MPI_Irecv(
-                (&mut inbox[p] as *mut u64).cast::<c_void>(),
-                1,
-                u64_t,
-                p as i32,
-                tag_in,
-                comm,
-                &mut rreq[p],
-            );
-        }
+        post_recv(p, &mut inbox[p], &mut rreq[p]);
     }
+    let started = Instant::now();
+    let mut heard_at: Vec<Option<Instant>> = vec![None; size];
+    let mut done = vec![false; size];
+    let mut reported = vec![false; size];
     let mut last_sent: Option<Instant> = None;
     while !stop.load(Ordering::SeqCst) {
         for &p in &peers {
             if rreq[p] != null && test(&mut rreq[p]) {
+                let now = Instant::now();
+                heard_at[p] = Some(now);
+                reported[p] = false;
+                done[p] = inbox[p] == BYE;
                 if let Ok(mut h) = heard.lock() {
-                    h.last[p] = Some((Instant::now(), inbox[p]));
+                    h.last[p] = Some((now, inbox[p]));
+                    h.done[p] = done[p];
                 }
-                unsafe {
-                    ffi::MPI_Irecv(
-                        (&mut inbox[p] as *mut u64).cast::<c_void>(),
-                        1,
-                        u64_t,
-                        p as i32,
-                        tag_in,
-                        comm,
-                        &mut rreq[p],
-                    );
+                if !done[p] {
+                    post_recv(p, &mut inbox[p], &mut rreq[p]);
                 }
             }
             if sreq[p] != null {
@@ -368,24 +400,48 @@ fn beat(
             for &p in &peers {
                 if sreq[p] == null {
                     outbox[p] = now_step;
-                    unsafe {
-                        ffi::MPI_Isend(
-                            (&outbox[p] as *const u64).cast::<c_void>(),
-                            1,
-                            u64_t,
-                            p as i32,
-                            tag_out,
-                            comm,
-                            &mut sreq[p],
-                        );
-                    }
+                    post_send(p, &outbox[p], &mut sreq[p]);
                 }
             }
         }
+        // Once one peer is silent for REPORT_AFTER, report it with every other peer
+        // silent for SILENT already (a cut node's ranks together, not one by one).
+        let silent: Vec<(usize, Duration)> = peers
+            .iter()
+            .filter(|&&p| !done[p] && !reported[p])
+            .map(|&p| (p, heard_at[p].unwrap_or(started).elapsed()))
+            .filter(|(_, age)| *age >= SILENT)
+            .collect();
+        if silent.iter().any(|(_, age)| *age >= REPORT_AFTER) {
+            let ranks: Vec<usize> = silent.iter().map(|x| x.0).collect();
+            for &p in &ranks {
+                reported[p] = true;
+            }
+            let least = silent.iter().map(|x| x.1).min().unwrap_or_default();
+            on_silent(&ranks, least);
+        }
         std::thread::sleep(TICK);
     }
-    // Leave nothing MPI could still write into for long: cancel the receives; let the
-    // sends finish (eager, 8 bytes) on their own.
+    // A normal end: say goodbye (so that peers do not report this rank silent), then
+    // leave nothing MPI could still write into: cancel the receives, let the sends
+    // finish (eager, 8 bytes) on their own.
+    let t = Instant::now();
+    for &p in &peers {
+        while sreq[p] != null && !test(&mut sreq[p]) && t.elapsed() < Duration::from_millis(500) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        if sreq[p] == null {
+            outbox[p] = BYE;
+            post_send(p, &outbox[p], &mut sreq[p]);
+        }
+    }
+    while peers
+        .iter()
+        .any(|&p| sreq[p] != null && !test(&mut sreq[p]))
+        && t.elapsed() < Duration::from_millis(500)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     for &p in &peers {
         if rreq[p] != null {
             unsafe {

@@ -49,7 +49,8 @@ pub struct Teardown {
     pub how: String,
     /// The launcher's exit ("exit 137", "signal 15").
     pub launcher_exit: String,
-    /// Processes still alive after the launcher itself had exited (orphans it left;
+    /// Processes still alive a grace period after the launcher itself had exited
+    /// (orphans it left — after a link cut, the cut node's, which it cannot reach;
     /// the supervisor then killed them): "pid comm".
     pub left_behind: Vec<String>,
     /// After the teardown, no process of the job exists (checked in /proc).
@@ -310,8 +311,8 @@ impl Job {
                 self.wait_until(Duration::from_secs(10), exited);
             }
         }
-        // Whatever outlives the launcher by a moment was left behind by it.
-        self.wait_until(Duration::from_millis(300), |j| j.live().is_empty());
+        // Whatever outlives the launcher by a grace period was left behind by it.
+        self.wait_until(grace, |j| j.live().is_empty());
         let left: Vec<(u32, String)> = self.live();
         let left_behind: Vec<String> = left.iter().map(|(p, c)| format!("{p} {c}")).collect();
         if !left.is_empty() {

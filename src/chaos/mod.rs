@@ -1,15 +1,20 @@
 //! Chaos: what happens when a rank dies, hangs or slows down, measured.
 //!
 //! Two halves. In the victim job (`burnin train --fault …`), [`victim::Hooks`] injects
-//! the fault at the chosen step, keeps every blocking step under a derived deadline
-//! ([`deadline`]), names a missing rank at each step's [`checkin`], spots stragglers
-//! ([`straggler`]) and leaves a per-rank timeline ([`events`]) with clock offsets to
-//! rank 0 ([`clock`]). On the launch host, `burnin chaos` ([`supervisor`]) runs the
-//! job through the user's launcher as a child, injects the faults a rank cannot do to
-//! itself (`link-cut` on the simulated cluster), watches output, process tree and
-//! events to time detection and teardown, kills what is left (SIGTERM, grace,
-//! SIGKILL, every process of the tree), relaunches with `--resume`, and checks the
-//! recovered run against an uninterrupted reference ([`report`]).
+//! the fault at the chosen step ([`fault`]), keeps every blocking step under a
+//! deadline derived from the observed step times ([`deadline`]), names a missing rank
+//! at each step's [`checkin`], tells hung from dead or cut off with [`heartbeat`]s,
+//! spots stragglers ([`straggler`]) and leaves a per-rank timeline ([`events`]) with
+//! clock offsets to rank 0 ([`clock`]).
+//!
+//! On the launch host, `burnin chaos` ([`supervisor`], [`args`]) runs the job through
+//! the user's launcher as a child ([`launch`]), injects what a rank cannot do to itself
+//! (`link-cut` on the simulated cluster), watches output, process tree ([`proctree`])
+//! and events to time detection and teardown, kills what is left (SIGTERM, grace,
+//! SIGKILL, every process of the tree), checks the checkpoints on its own
+//! ([`ckptcheck`]), relaunches with `--resume`, and compares the recovered run with an
+//! uninterrupted reference; each trial's phases are in `trial`, the records and the
+//! summary in [`report`].
 pub mod args;
 pub mod checkin;
 pub mod ckptcheck;

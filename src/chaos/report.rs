@@ -236,7 +236,8 @@ pub struct Summary {
     pub failed: usize,
     pub hangs: usize,
     pub parity_failures: usize,
-    /// Trials where the launcher left processes behind (the supervisor killed them).
+    /// Trials where the launcher exited leaving processes behind (the supervisor ended
+    /// them; reported, not a failure).
     pub left_behind: usize,
     /// Trials where a process of the job survived the teardown.
     pub not_torn_down: usize,
@@ -307,8 +308,8 @@ pub struct ChaosReport {
     pub reference: Option<Reference>,
     pub trials: Vec<Trial>,
     pub summary: Summary,
-    /// pass: every trial recovered (or completed) with parity, no hang, nothing left
-    /// running, no checkpoint lost.
+    /// pass: every trial recovered (or completed) with parity, no hang, no process of
+    /// any job alive after its teardown, no checkpoint lost.
     pub outcome: String,
 }
 

@@ -274,7 +274,20 @@ pub(super) fn run_to_end(
 }
 
 /// The last lines of a run's stderr, for a problem message.
+/// Why a run failed, from its output: burnin's own deadline and error lines first
+/// (they say who and where), else the last `n` lines of stderr.
 pub(super) fn tail(lines: &[Line], n: usize) -> String {
+    let own: Vec<&str> = lines
+        .iter()
+        .map(|l| l.text.trim())
+        .filter(|t| {
+            t.starts_with("Error") || (t.starts_with("burnin: rank ") && t.contains(" waited "))
+        })
+        .take(2)
+        .collect();
+    if !own.is_empty() {
+        return own.join(" | ");
+    }
     let l: Vec<&str> = lines
         .iter()
         .filter(|l| l.stderr && !l.text.trim().is_empty())
@@ -384,7 +397,9 @@ pub(super) fn signs(job: &Job, evs: &[Event]) -> Vec<Sign> {
     }
     for e in evs {
         match &e.what {
-            What::CheckinTimeout { line, .. } | What::Watchdog { line } => out.push(Sign {
+            What::CheckinTimeout { line, .. }
+            | What::Watchdog { line }
+            | What::Silent { line, .. } => out.push(Sign {
                 unix: e.unix0(),
                 what: format!("events of rank {}: {line}", e.rank),
             }),
@@ -525,7 +540,6 @@ fn write_report(path: &Path, rep: &mut ChaosReport) -> Result<()> {
         && s.failed == 0
         && s.hangs == 0
         && s.parity_failures == 0
-        && s.left_behind == 0
         && s.not_torn_down == 0
         && s.lost_checkpoints == 0;
     rep.outcome = if pass { "pass" } else { "fail" }.into();
@@ -589,8 +603,8 @@ pub fn run(a: &ChaosArgs) -> Result<Outcome> {
     print!("\n{}", report::table(&rep.summary, st.price.is_some()));
     let s = &rep.summary;
     println!(
-        "# {} trial(s): {} recovered, {} completed (slow), {} failed; hangs {}, parity failures {}, launcher left processes in {}, checkpoints lost {}",
-        s.trials, s.recovered, s.completed, s.failed, s.hangs, s.parity_failures, s.left_behind, s.lost_checkpoints
+        "# {} trial(s): {} recovered, {} completed (slow), {} failed; hangs {}, parity failures {}, processes surviving a teardown in {}, checkpoints lost {}; the launcher left processes for the supervisor to end in {}",
+        s.trials, s.recovered, s.completed, s.failed, s.hangs, s.parity_failures, s.not_torn_down, s.lost_checkpoints, s.left_behind
     );
     println!(
         "# results: {} and {}",

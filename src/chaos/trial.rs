@@ -274,8 +274,10 @@ fn check_teardown(t: &mut Trial, job: &mut Job, td: &Teardown) {
         ));
     }
     if !td.left_behind.is_empty() {
-        t.problems.push(format!(
-            "the launcher left processes behind: {}",
+        // Reported, not a failure of the trial: the supervisor ended them, and what a
+        // launcher cannot reach (a cut node) it cannot stop.
+        t.notes.push(format!(
+            "the launcher exited leaving processes behind (the supervisor ended them): {}",
             td.left_behind.join(", ")
         ));
     }
@@ -358,7 +360,8 @@ fn read_events(t: &mut Trial, evs: &[Event], cut_at: &Option<CutAt>) {
         }
     }
     // Where the job waited in vain: rank 0's line (it hears every rank, so it names
-    // the missing ones), else the first check-in line, else the first watchdog line.
+    // the missing ones), else the first check-in line, else the first watchdog line;
+    // failing those (the launcher ended the job first), who went silent.
     let lines: Vec<(&Event, &String, Option<&Vec<usize>>)> = evs
         .iter()
         .filter_map(|e| match &e.what {
@@ -367,12 +370,21 @@ fn read_events(t: &mut Trial, evs: &[Event], cut_at: &Option<CutAt>) {
             _ => None,
         })
         .collect();
+    let silent: Vec<(&Event, &String, Option<&Vec<usize>>)> = evs
+        .iter()
+        .filter_map(|e| match &e.what {
+            What::Silent { line, ranks } => Some((e, line, Some(ranks))),
+            _ => None,
+        })
+        .collect();
     let pick = lines
         .iter()
         .find(|(e, _, m)| e.rank == 0 && m.is_some())
         .or_else(|| lines.iter().find(|(e, _, _)| e.rank == 0))
         .or_else(|| lines.iter().find(|(_, _, m)| m.is_some()))
-        .or(lines.first());
+        .or(lines.first())
+        .or_else(|| silent.iter().find(|(e, _, _)| e.rank == 0))
+        .or(silent.first());
     if let Some((_, line, missing)) = pick {
         t.stall = Some((*line).clone());
         t.stall_missing = missing.cloned().unwrap_or_default();

@@ -148,7 +148,24 @@ impl Hooks {
                 description,
             });
         }
-        let heartbeat = Heartbeat::start(world.comm.duplicate(), world.thread_multiple);
+        let on_silent = {
+            let (nodes, node_of) = (world.nodes.clone(), world.node_of.clone());
+            let who = world.describe_rank(world.rank);
+            let events = Arc::clone(&events);
+            Box::new(move |ranks: &[usize], age: Duration| {
+                let line = format!(
+                    "burnin: {who} has heard no heartbeat from {} for {:.1} s: dead, frozen or cut off",
+                    checkin::describe_ranks(ranks, &nodes, &node_of),
+                    age.as_secs_f64()
+                );
+                eprintln!("{line}");
+                events.log(What::Silent {
+                    ranks: ranks.to_vec(),
+                    line,
+                });
+            })
+        };
+        let heartbeat = Heartbeat::start(world.comm.duplicate(), world.thread_multiple, on_silent);
         let view = heartbeat.view().clone();
         let (nodes, node_of) = (world.nodes.clone(), world.node_of.clone());
         dog.add_note(Box::new(move || view.describe(&nodes, &node_of)));
@@ -340,7 +357,12 @@ impl Hooks {
                 }
             }
             FaultKind::Slow => {
-                let base = deadline::quantile(&self.own_compute, 0.5);
+                // The first step is warm-up: left out once there are others.
+                let seen = match self.own_compute.len() {
+                    0 | 1 => &self.own_compute[..],
+                    _ => &self.own_compute[1..],
+                };
+                let base = deadline::quantile(seen, 0.5);
                 let extra = Duration::from_secs_f64(base * (plan.slow_factor - 1.0));
                 self.slow_extra = Some(extra);
                 say(
