@@ -1021,6 +1021,9 @@ mod tests {
 
     #[test]
     fn a_hung_job_is_killed_at_its_bound_with_its_tree() {
+        let _serial = crate::CHILD_PROCESS_TESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let argv: Vec<String> = ["sh", "-c", "sleep 30 & sleep 30; echo never"]
             .iter()

@@ -512,6 +512,9 @@ mod tests {
 
     #[test]
     fn a_tool_past_its_deadline_is_killed_with_its_children() {
+        let _serial = crate::CHILD_PROCESS_TESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.txt");
         let t = Instant::now();
@@ -531,6 +534,9 @@ mod tests {
 
     #[test]
     fn exit_codes_and_both_streams_are_kept() {
+        let _serial = crate::CHILD_PROCESS_TESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.txt");
         let (status, code, _) = run_tool(

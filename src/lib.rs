@@ -21,3 +21,9 @@ pub mod train;
 pub mod units;
 pub mod watchdog;
 pub mod world;
+
+/// Lib tests that spawn child processes take this lock: the chaos supervisor's tests
+/// reap orphaned zombies of the (whole) test process, which would otherwise steal the
+/// exit status of another test's child. In the binary only one workload runs.
+#[cfg(test)]
+pub(crate) static CHILD_PROCESS_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());

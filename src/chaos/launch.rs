@@ -427,6 +427,9 @@ mod tests {
 
     #[test]
     fn a_job_is_watched_and_torn_down_without_leftovers() {
+        let _serial = crate::CHILD_PROCESS_TESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         // A "launcher" that starts a child in another process group (as mpirun does
         // with ranks), prints, and never ends by itself.
         let dir = tempfile::tempdir().unwrap();

@@ -335,6 +335,9 @@ mod tests {
 
     #[test]
     fn nothing_found_says_where_it_looked() {
+        let _serial = crate::CHILD_PROCESS_TESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let roots = SearchRoots {
             prefixes: vec![dir.path().to_path_buf()],
@@ -369,6 +372,9 @@ mod tests {
 
     #[test]
     fn helper_programs_are_cut_off() {
+        let _serial = crate::CHILD_PROCESS_TESTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let t = Instant::now();
         let out = output_with_timeout(
             Command::new("sh").arg("-c").arg("sleep 5"),
