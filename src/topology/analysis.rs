@@ -77,6 +77,9 @@ pub struct Analysis {
 #[derive(Clone, Debug)]
 pub struct Rules {
     pub outlier_fraction: f64,
+    /// Per-tier outlier fractions from the topology file's tier sections; empty when
+    /// the fraction was given on the command line (or card), which then rules all tiers.
+    pub tier_outlier_fraction: BTreeMap<String, f64>,
     pub min_fraction: f64,
     /// Judge busbw at sizes ≥ this (None: the largest size of each group).
     pub large_message: Option<u64>,
@@ -89,11 +92,28 @@ impl Rules {
         min_fraction: Option<f64>,
     ) -> Rules {
         let acc = topology.map(|t| t.acceptance.clone()).unwrap_or_default();
+        let mut tier_outlier_fraction = BTreeMap::new();
+        if let (Some(t), None) = (topology, outlier_fraction) {
+            for tier in ["world", "intra", "inter", "rails", "pairs"] {
+                if let Some(f) = t.tier_outlier_fraction(tier) {
+                    tier_outlier_fraction.insert(tier.to_string(), f);
+                }
+            }
+        }
         Rules {
             outlier_fraction: outlier_fraction.unwrap_or(acc.outlier_fraction),
+            tier_outlier_fraction,
             min_fraction: min_fraction.unwrap_or(acc.min_fraction),
             large_message: acc.large_message.map(|b| b.get()),
         }
+    }
+
+    /// The outlier fraction that judges `tier`.
+    pub fn outlier_for(&self, tier: &str) -> f64 {
+        self.tier_outlier_fraction
+            .get(tier)
+            .copied()
+            .unwrap_or(self.outlier_fraction)
     }
 }
 
@@ -158,6 +178,7 @@ pub fn analyze(
             continue;
         }
         let best = group_best(&pts, rules.large_message);
+        let outlier_fraction = rules.outlier_for(&tier);
         let med = median(&best.iter().map(|b| b.1).collect::<Vec<_>>());
         let first_of: BTreeMap<usize, &Point> = pts.iter().rev().map(|p| (p.group, *p)).collect();
         let mut groups: Vec<GroupResult> = best
@@ -173,7 +194,7 @@ pub fn analyze(
                     busbw_gbps: bw,
                     bytes,
                     vs_median: vs,
-                    outlier: best.len() >= 3 && vs < rules.outlier_fraction,
+                    outlier: best.len() >= 3 && vs < outlier_fraction,
                 })
             })
             .collect();
@@ -185,7 +206,7 @@ pub fn analyze(
                 (1, 0)
             };
             if groups[hi].busbw_gbps > 0.0
-                && groups[lo].busbw_gbps / groups[hi].busbw_gbps < rules.outlier_fraction
+                && groups[lo].busbw_gbps / groups[hi].busbw_gbps < outlier_fraction
             {
                 groups[lo].outlier = true;
             }
@@ -221,7 +242,7 @@ pub fn analyze(
             a.pass = false;
         }
         if tier == "pairs" {
-            pair_findings(&mut a, &groups, coll, rules, node_hosts);
+            pair_findings(&mut a, &groups, coll, outlier_fraction, node_hosts);
         } else {
             for g in groups.iter().filter(|g| g.outlier) {
                 let what = match tier.as_str() {
@@ -274,7 +295,7 @@ fn pair_findings(
     a: &mut Analysis,
     groups: &[GroupResult],
     coll: CollKind,
-    rules: &Rules,
+    outlier_fraction: f64,
     node_hosts: &[String],
 ) {
     let n = node_hosts.len();
@@ -309,7 +330,7 @@ fn pair_findings(
     if pairs.len() < 2 {
         return;
     }
-    let slow = |v: f64| v < rules.outlier_fraction;
+    let slow = |v: f64| v < outlier_fraction;
     // Each node's pairs' ratios to the median, in one pass.
     let mut per_node: Vec<Vec<f64>> = vec![Vec::new(); n];
     for &(x, y, _, v) in &pairs {
@@ -540,5 +561,44 @@ mod tests {
             .collect();
         let a = analyze(&pts, None, &Rules::from(None, None, None), &hosts(4));
         assert_eq!(a.outlier_nodes, vec!["node1".to_string()]);
+    }
+
+    #[test]
+    fn a_tier_section_sets_its_own_outlier_fraction_unless_the_command_line_does() {
+        // node1 at 0.4x the median intra group: an outlier at the default 0.8, not at
+        // the tier's own 0.25; --outlier-fraction 0.5 overrides the tier's value.
+        let pts: Vec<Point> = (0..4)
+            .map(|i| {
+                point(
+                    "intra",
+                    i,
+                    &format!("node{i}"),
+                    &[&format!("node{i}")],
+                    1 << 24,
+                    if i == 1 { 2.0 } else { 5.0 },
+                )
+            })
+            .collect();
+        let topo = Topology::parse(
+            "name='t'\n[node]\ngpus=0\n[intra]\noutlier_fraction=0.25\n",
+            "t.toml",
+        )
+        .unwrap();
+        let rules = Rules::from(Some(&topo), None, None);
+        assert_eq!(rules.outlier_for("intra"), 0.25);
+        assert_eq!(rules.outlier_for("pairs"), 0.8);
+        let a = analyze(&pts, Some(&topo), &rules, &hosts(4));
+        assert!(a.pass, "{:?}", a.findings);
+        assert!(a.outlier_nodes.is_empty());
+        let cli = Rules::from(Some(&topo), Some(0.5), None);
+        let a = analyze(&pts, Some(&topo), &cli, &hosts(4));
+        assert_eq!(a.outlier_nodes, vec!["node1".to_string()]);
+        let err = Topology::parse(
+            "name='t'\n[node]\ngpus=0\n[intra]\noutlier_fraction=1.5\n",
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("t.toml: intra.outlier_fraction: 1.5"), "{err}");
     }
 }

@@ -15,6 +15,7 @@
 //! nvlinks_per_gpu = 18        # optional
 //! all_reduce_busbw_gbps = 460 # expected busbw at large sizes, GB/s
 //! all_gather_busbw_gbps = 360
+//! outlier_fraction = 0.8      # optional: this tier's own (else [acceptance]'s)
 //!
 //! [inter]                     # between nodes
 //! nics = 8                    # NICs per node
@@ -99,6 +100,10 @@ pub struct LinkSpec {
     pub reduce_scatter_busbw_gbps: Option<f64>,
     #[serde(default)]
     pub alltoall_busbw_gbps: Option<f64>,
+    /// This tier's own outlier fraction (instead of `[acceptance] outlier_fraction`),
+    /// for a tier whose groups are known to spread more (e.g. CPU-bound shared memory).
+    #[serde(default)]
+    pub outlier_fraction: Option<f64>,
 }
 
 impl LinkSpec {
@@ -196,6 +201,13 @@ impl Topology {
             ("world", &self.world),
         ] {
             if let Some(s) = spec {
+                if let Some(v) = s.outlier_fraction {
+                    if !(v > 0.0 && v <= 1.0) {
+                        return Err(anyhow!(
+                            "{file}: {tier}.outlier_fraction: {v} must be in (0, 1]"
+                        ));
+                    }
+                }
                 for (field, v) in [
                     ("all_reduce_busbw_gbps", s.all_reduce_busbw_gbps),
                     ("all_gather_busbw_gbps", s.all_gather_busbw_gbps),
@@ -214,6 +226,18 @@ impl Topology {
             }
         }
         Ok(())
+    }
+
+    /// The outlier fraction a tier's own section sets (`inter` covers rails).
+    pub fn tier_outlier_fraction(&self, tier: &str) -> Option<f64> {
+        let spec = match tier {
+            "intra" => &self.intra,
+            "inter" | "rails" => &self.inter,
+            "pairs" => &self.pairs,
+            "world" => &self.world,
+            _ => return None,
+        };
+        spec.as_ref().and_then(|s| s.outlier_fraction)
     }
 
     /// Ranks per node the file expects.
