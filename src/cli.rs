@@ -147,6 +147,10 @@ pub struct ProbeArgs {
     /// Also write the per-rank table as JSON to FILE (rank 0 writes it).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Compare the nodes with this topology file (GPUs, NVLinks, NICs, node and rank
+    /// counts); any difference makes the probe exit 1.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Serialize, Clone)]

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod collective;
 pub mod error;
 pub mod evidence;
+pub mod fabric;
 pub mod gpu;
 pub mod interrupt;
 pub mod probe;

@@ -4,6 +4,7 @@
 use crate::backend::nccl;
 use crate::cli::{GlobalArgs, ProbeArgs};
 use crate::error::Outcome;
+use crate::fabric::{self, NodeFabric, NodeView};
 use crate::gpu::{self, GpuInventory};
 use crate::world::World;
 use anyhow::Result;
@@ -31,6 +32,9 @@ pub struct RankProbe {
     pub libtorch_version: Option<String>,
     /// Whether libtorch can use CUDA from this process.
     pub torch_cuda: Option<bool>,
+    /// The node's CPUs, NICs, InfiniBand ports, GPUs and NVLinks (local rank 0 only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<NodeFabric>,
 }
 
 fn cpus() -> usize {
@@ -85,7 +89,33 @@ pub fn probe_rank(world: &World, global: &GlobalArgs) -> RankProbe {
         nccl_error,
         libtorch_version,
         torch_cuda,
+        fabric: (world.local_rank == 0).then(fabric::discover),
     }
+}
+
+/// Where the probed nodes differ from `topo`.
+pub fn differences(
+    rows: &[RankProbe],
+    topo: &crate::topology::file::Topology,
+) -> Vec<fabric::Difference> {
+    let mut nodes: Vec<usize> = rows.iter().map(|r| r.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let views: Vec<NodeView> = nodes
+        .iter()
+        .filter_map(|&n| {
+            let mine: Vec<&RankProbe> = rows.iter().filter(|r| r.node == n).collect();
+            let first = mine.first()?;
+            let lead = mine.iter().find(|r| r.fabric.is_some()).unwrap_or(first);
+            Some(NodeView {
+                host: &first.host,
+                ranks: mine.len(),
+                cuda_gpus: lead.cuda.gpus.iter().map(|g| g.name.clone()).collect(),
+                fabric: lead.fabric.as_ref(),
+            })
+        })
+        .collect();
+    fabric::compare(topo, &views)
 }
 
 /// The table rank 0 prints.
@@ -136,6 +166,8 @@ pub fn render_table(rows: &[RankProbe]) -> String {
 
 /// `burnin probe`.
 pub fn run(world: &World, global: &GlobalArgs, args: &ProbeArgs) -> Result<Outcome> {
+    // A bad topology file is refused (exit 2) before anything is measured.
+    let topo = crate::sweep::load_topology(world, args.topology.as_ref())?;
     // With --backend nccl, a rank that cannot use NCCL is an error (exit 2) here too.
     let (_, why) = crate::backend::resolve(world, global)?;
     let mine = probe_rank(world, global);
@@ -152,9 +184,27 @@ pub fn run(world: &World, global: &GlobalArgs, args: &ProbeArgs) -> Result<Outco
             let why = rows[0].cuda.error.clone().unwrap_or_default();
             println!("# no GPU on any rank: {why}");
         }
+        for r in rows.iter().filter(|r| r.fabric.is_some()) {
+            if let Some(f) = &r.fabric {
+                print!("{}", fabric::render_node(&r.host, f));
+            }
+        }
         if let Some(path) = &args.json {
             crate::results::write_json_atomic(path, &rows)?;
             println!("# wrote {}", path.display());
+        }
+        if let Some(t) = &topo {
+            let d = differences(&rows, t);
+            if d.is_empty() {
+                println!("# topology {}: the nodes match it", t.name);
+            } else {
+                println!("# topology {}: {} difference(s)", t.name, d.len());
+                for x in &d {
+                    println!("# DIFF {}", x.text);
+                }
+                println!("# verdict: FAIL");
+                return Ok(Outcome::Fail);
+            }
         }
     }
     Ok(Outcome::Pass)

@@ -772,7 +772,7 @@ fn open_out(world: &World, out: Option<&PathBuf>) -> Result<Option<Jsonl>> {
 
 /// Load the topology file on rank 0 and share it (the file may exist only on the
 /// launch host); a bad file is an agreed error naming file, line and field.
-fn load_topology(world: &World, path: Option<&PathBuf>) -> Result<Option<Topology>> {
+pub(crate) fn load_topology(world: &World, path: Option<&PathBuf>) -> Result<Option<Topology>> {
     let Some(path) = path else { return Ok(None) };
     let mine: std::result::Result<Topology, String> = if world.rank == 0 {
         Topology::load(path).map_err(|e| format!("{e:#}"))

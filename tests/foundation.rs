@@ -38,6 +38,77 @@ fn probe_on_four_ranks_prints_four_rows_and_the_same_json() {
 }
 
 #[test]
+fn probe_discovers_the_fabric_and_compares_it_with_a_topology_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let put = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    // What this machine is: one node, two ranks, no GPU.
+    let same = put(
+        "same.toml",
+        "name = 'here'\n[node]\ngpus = 0\nranks = 2\ncount = 1\n",
+    );
+    let json = dir.path().join("probe.json");
+    let r = mpirun(
+        2,
+        &[
+            "probe",
+            "--topology",
+            &same,
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(
+        r.stdout.contains("# topology here: the nodes match it"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("socket(s)") && r.stdout.contains("GPUs (NVML): absent"),
+        "{}",
+        r.stdout
+    );
+    let v: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(v[0]["fabric"]["cpu"]["cpus_online"].as_u64().unwrap() >= 1);
+    assert!(v[0]["fabric"]["gpus"]["error"]
+        .as_str()
+        .unwrap()
+        .contains("NVML"));
+    assert!(v[1].get("fabric").is_none(), "one discovery per node");
+
+    // An 8-GPU InfiniBand node pair: every difference is named, exit 1.
+    let hgx = put(
+        "hgx.toml",
+        "name = 'hgx'\n[node]\ngpus = 8\ngpu_model = 'H200'\ncount = 2\n[intra]\nlink = 'nvlink4'\n[inter]\nnics = 8\nnic_kind = 'infiniband'\nnic_rate_gbit = 400\n",
+    );
+    let r = mpirun(2, &["probe", "--topology", &hgx], LIMIT);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    for want in [
+        "# DIFF the job spans 1 node(s); hgx expects 2",
+        "0 GPU(s), hgx expects 8 — missing GPU",
+        "0 infiniband NIC(s) up, hgx expects 8",
+        "# verdict: FAIL",
+    ] {
+        assert!(r.stdout.contains(want), "{want}\n{}", r.stdout);
+    }
+
+    // A broken file: exit 2, naming file, line and field, before anything runs.
+    let bad = put("bad.toml", "name = 'b'\n[node]\ngpus = 'eight'\n");
+    let r = mpirun(2, &["probe", "--topology", &bad], LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("bad.toml:3:") && r.stderr.contains("gpus"),
+        "{}",
+        r.all()
+    );
+}
+
+#[test]
 fn nccl_without_a_driver_is_one_clear_line_and_exit_2() {
     let r = mpirun(2, &["probe", "--backend", "nccl"], LIMIT);
     assert_eq!(r.code, Some(2), "{}", r.all());

@@ -706,6 +706,13 @@ fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() 
             .unwrap_or_else(|| panic!("job {job}"));
         assert_eq!(j["status"], "passed", "{job}: {j}");
     }
+    let fabric = acc["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "probe.fabric")
+        .unwrap_or_else(|| panic!("probe.fabric criterion: {acc}"));
+    assert_eq!(fabric["status"], "pass", "{fabric}");
     assert!(
         !healthy.join("train/ckpt").exists(),
         "checkpoints are removed once judged"

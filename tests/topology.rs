@@ -170,6 +170,37 @@ fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut(
     assert_eq!(run["analysis"]["outlier_nodes"], serde_json::json!([]));
     assert_eq!(run["outcome"], "pass");
 
+    //    Probe on the same cluster: four nodes, each with its veth "NIC" up, as the
+    //    topology file declares.
+    let topo = root().join("topologies/sim-4node.toml");
+    let r = run_bounded(
+        sim(&[
+            "exec",
+            "--",
+            bin(),
+            "probe",
+            "--topology",
+            topo.to_str().unwrap(),
+        ]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("# topology sim-4node: the nodes match it"),
+        "{}",
+        r.stdout
+    );
+    for n in 0..4 {
+        assert!(r.stdout.contains(&format!("# node{n}: ")), "{}", r.stdout);
+    }
+    assert_eq!(
+        r.stdout.matches("#   eth0 veth up").count(),
+        4,
+        "{}",
+        r.stdout
+    );
+
     // 3. Cut node2's link in the middle of a sweep: the job ends within its deadline,
     //    and the output names node2 (mpirun's lost daemon) next to burnin's node map.
     let cut = dir.path().join("cut");

@@ -121,6 +121,12 @@ pub struct ProbeRow {
     pub nccl: Option<String>,
     pub libtorch: Option<String>,
     pub mpi: String,
+    /// Every GPU the CUDA driver showed this rank.
+    #[serde(default)]
+    pub cuda_gpus: Vec<String>,
+    /// The node's discovered fabric (on one rank per node).
+    #[serde(default)]
+    pub fabric: Option<crate::fabric::NodeFabric>,
 }
 
 impl ProbeRow {
@@ -148,6 +154,20 @@ impl ProbeRow {
             nccl: s("nccl_version"),
             libtorch: s("libtorch_version"),
             mpi: s("mpi_version").unwrap_or_default(),
+            cuda_gpus: v
+                .pointer("/cuda/gpus")
+                .and_then(Value::as_array)
+                .map(|g| {
+                    g.iter()
+                        .filter_map(|x| x.get("name").and_then(Value::as_str))
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default(),
+            // an older or partial probe.json without it: no fabric to compare
+            fabric: v
+                .get("fabric")
+                .and_then(|f| serde_json::from_value(f.clone()).ok()),
         }
     }
 }

@@ -9,11 +9,12 @@
 //!   not selected (`--phases`) leaves its criteria NOT RUN, which is not a failure;
 //! - a folder without a card (a bare `burnin sweep --out` folder) is judged by the
 //!   defaults: zero wrong elements, no outlier, and the topology's own `min_fraction`.
-use super::data::{RunData, SweepData, TrainData};
+use super::data::{ProbeRow, RunData, SweepData, TrainData};
 use crate::acceptance::JobStatus;
 use crate::backend::CollKind;
 use crate::card::{Card, ChaosCriteria, SweepCriteria, TrainCriteria};
 use crate::topology::analysis::{analyze, Analysis, Rules};
+use crate::topology::file::Topology;
 use crate::topology::TierKind;
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
@@ -212,6 +213,46 @@ pub fn judge(data: &RunData) -> Vec<Criterion> {
     out
 }
 
+/// The nodes' GPUs, NVLinks and NICs against the topology file (node and rank counts
+/// have criteria of their own).
+fn fabric_criterion(rows: &[ProbeRow], t: &Topology) -> Criterion {
+    let mut c = crit(
+        "probe.fabric",
+        "probe",
+        "GPUs, NVLinks and NICs of every node as the topology declares".into(),
+        format!("no difference from {}", t.name),
+    );
+    let mut nodes: Vec<usize> = rows.iter().map(|r| r.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let views: Vec<crate::fabric::NodeView> = nodes
+        .iter()
+        .filter_map(|&n| {
+            let mine: Vec<&ProbeRow> = rows.iter().filter(|r| r.node == n).collect();
+            let lead = mine.iter().find(|r| r.fabric.is_some()).or(mine.first())?;
+            Some(crate::fabric::NodeView {
+                host: &lead.host,
+                ranks: mine.len(),
+                cuda_gpus: lead.cuda_gpus.clone(),
+                fabric: lead.fabric.as_ref(),
+            })
+        })
+        .collect();
+    let d: Vec<String> = crate::fabric::compare(t, &views)
+        .into_iter()
+        .filter(|d| d.what != "nodes" && d.what != "ranks")
+        .map(|d| d.text)
+        .collect();
+    if d.is_empty() {
+        c.measured = format!("{} node(s) match", views.len());
+        c.status = Status::Pass;
+    } else {
+        c.measured = format!("{} difference(s)", d.len());
+        c.detail = d.iter().take(8).cloned().collect::<Vec<_>>().join("; ");
+    }
+    c
+}
+
 fn judge_probe(data: &RunData, card: &Card) -> Vec<Criterion> {
     let g = gate(data, "probe");
     let topo = data.topology();
@@ -276,6 +317,9 @@ fn judge_probe(data: &RunData, card: &Card) -> Vec<Criterion> {
             }
         }
         out.push(gated(&g, c));
+    }
+    if let (Some(t), true) = (topo, rows.iter().any(|r| r.fabric.is_some())) {
+        out.push(gated(&g, fabric_criterion(rows, t)));
     }
     let model = crit_spec.gpu_model.clone().or_else(|| {
         topo.filter(|t| t.node.gpus > 0)

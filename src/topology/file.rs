@@ -160,14 +160,40 @@ pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
 /// Parse TOML text into `T` with an error "FILE:LINE:COL: field: problem".
 pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T> {
     toml::from_str(text).map_err(|e| {
-        let pos = e
+        let (pos, field) = e
             .span()
             .map(|s| {
                 let (l, c) = line_col(text, s.start);
-                format!("{l}:{c}")
+                (format!("{l}:{c}"), field_at(text, l))
             })
-            .unwrap_or_else(|| "1:1".into());
-        anyhow!("{file}:{pos}: {}", e.message().trim())
+            .unwrap_or_else(|| ("1:1".into(), None));
+        let msg = e.message().trim();
+        match field {
+            // serde's message names a missing or unknown field itself
+            Some(f) if !msg.contains(&format!("`{}`", f.rsplit('.').next().unwrap_or(&f))) => {
+                anyhow!("{file}:{pos}: {f}: {msg}")
+            }
+            _ => anyhow!("{file}:{pos}: {msg}"),
+        }
+    })
+}
+
+/// "section.key" of a `key = value` line (1-based), with the nearest `[section]` above.
+fn field_at(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let this = lines.get(line.checked_sub(1)?)?.trim();
+    let key = this.split_once('=')?.0.trim().trim_matches(['"', '\'']);
+    if key.is_empty() || key.starts_with('[') || key.starts_with('#') {
+        return None;
+    }
+    let section = lines[..line - 1].iter().rev().find_map(|l| {
+        let l = l.trim();
+        (l.starts_with('[') && !l.starts_with("[[") && l.ends_with(']'))
+            .then(|| l.trim_matches(['[', ']']).trim().to_string())
+    });
+    Some(match section {
+        Some(s) if !s.is_empty() => format!("{s}.{key}"),
+        _ => key.to_string(),
     })
 }
 
@@ -340,7 +366,10 @@ mod tests {
         let text = "name = \"x\"\n[node]\ngpus = 8\n[intra]\nall_reduce_busbw_gbps = \"fast\"\n";
         let e = format!("{:#}", Topology::parse(text, "t.toml").unwrap_err());
         assert!(e.starts_with("t.toml:5:"), "{e}");
-        assert!(e.contains("invalid type"), "{e}");
+        assert!(
+            e.contains("intra.all_reduce_busbw_gbps: invalid type"),
+            "{e}"
+        );
         let text = "name = \"x\"\n[node]\ngpus = 8\ngpu_modle = \"H100\"\n";
         let e = format!("{:#}", Topology::parse(text, "t.toml").unwrap_err());
         assert!(e.starts_with("t.toml:4:") && e.contains("gpu_modle"), "{e}");
