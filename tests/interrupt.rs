@@ -39,6 +39,12 @@ fn seed() -> u64 {
 fn interrupt_once(np: usize, args: &[&str], after: Duration) -> Run {
     let mut c = mpirun_cmd(np);
     c.arg(bin()).args(args);
+    interrupt(c, after, Duration::from_secs(20))
+}
+
+/// Start `c` in a process group of its own, wait `after`, SIGINT it (Ctrl-C), and
+/// check it ends within `limit` leaving no process behind.
+fn interrupt(mut c: std::process::Command, after: Duration, limit: Duration) -> Run {
     use std::os::unix::process::CommandExt;
     c.process_group(0).stdin(std::process::Stdio::null());
     c.stdout(std::process::Stdio::piped())
@@ -61,7 +67,7 @@ fn interrupt_once(np: usize, args: &[&str], after: Duration) -> Run {
     unsafe { libc_kill(pid as i32, 2) };
     let start = Instant::now();
     let mut code = None;
-    while start.elapsed() < Duration::from_secs(20) {
+    while start.elapsed() < limit {
         if let Some(st) = child.try_wait().unwrap() {
             code = Some(st);
             break;
@@ -81,7 +87,8 @@ fn interrupt_once(np: usize, args: &[&str], after: Duration) -> Run {
     };
     assert!(
         ended,
-        "mpirun did not end within 20 s of SIGINT:\n{}",
+        "{} did not end within {limit:?} of SIGINT:\n{}",
+        c.get_program().to_string_lossy(),
         r.all()
     );
     // Nothing left: every process that was under mpirun is gone.
@@ -218,5 +225,92 @@ fn ctrl_c_during_training_never_tears_a_checkpoint() {
         r.code == Some(0) || r.all().contains("already"),
         "resume after the interruptions:\n{}",
         r.all()
+    );
+}
+
+/// Every JSONL file under `dir` parses line by line; every JSON file is whole.
+fn check_tree(dir: &Path) -> usize {
+    let mut files = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files += check_tree(&p);
+        } else if p.extension().is_some_and(|x| x == "jsonl") {
+            jsonl(&p);
+            files += 1;
+        } else if p.extension().is_some_and(|x| x == "json") {
+            let bytes = std::fs::read(&p).unwrap();
+            serde_json::from_slice::<serde_json::Value>(&bytes)
+                .unwrap_or_else(|e| panic!("{} is torn: {e}", p.display()));
+            files += 1;
+        }
+    }
+    files
+}
+
+#[test]
+fn ctrl_c_during_acceptance_runs_ends_every_phase_and_reports_what_was_measured() {
+    let s = seed() ^ 0xacce;
+    eprintln!("seed {s} (BURNIN_TEST_SEED re-runs this sequence)");
+    let mut rng = Lcg(s);
+    let dir = tempfile::tempdir().unwrap();
+    let card = dir.path().join("card.toml");
+    std::fs::write(
+        &card,
+        "name = \"interrupted\"\nlaunch = \"mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2\"\nbackend = \"mpi\"\n[probe]\n[sweep]\ncollectives = [\"all_reduce\", \"all_gather\"]\nmin_bytes = \"1K\"\nmax_bytes = \"4M\"\nbudget_s = 0.2\n[train]\nsteps = 30\nckpt_every = 5\n",
+    )
+    .unwrap();
+    let mut reported = 0;
+    for i in 0..20 {
+        let out = dir.path().join(format!("r{i}"));
+        let mut c = std::process::Command::new(bin());
+        c.args(["run", "-q", "--card"])
+            .arg(&card)
+            .arg("--out")
+            .arg(&out)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .env("OMPI_MCA_btl", "self,vader,tcp")
+            .env("OMPI_MCA_btl_tcp_if_include", "lo")
+            .env("OMPI_MCA_oob_tcp_if_include", "lo");
+        // SIGINT anywhere from start-up to the training phase; the run's children get
+        // SIGTERM, then the report is rendered from what is on disk.
+        let r = interrupt(c, rng.millis(200, 12000), Duration::from_secs(60));
+        assert_no_panic(&r);
+        assert!(
+            matches!(r.code, Some(0) | Some(1) | Some(2)) || r.code.is_none(),
+            "{:?}\n{}",
+            r.code,
+            r.all()
+        );
+        check_tree(&out);
+        if out.join("acceptance.json").exists() {
+            // Whatever was measured renders; nothing that was measured is lost.
+            let rep = run_bounded(
+                {
+                    let mut c = std::process::Command::new(bin());
+                    c.arg("report").arg(&out);
+                    c
+                },
+                Duration::from_secs(60),
+            );
+            assert!(matches!(rep.code, Some(0) | Some(1)), "{}", rep.all());
+            assert_no_panic(&rep);
+            assert!(out.join("report.md").is_file());
+            if r.all()
+                .contains("interrupted; the report shows what was measured")
+            {
+                reported += 1;
+            }
+        }
+    }
+    eprintln!("{reported} of 20 interruptions came mid-run and were reported");
+    assert!(
+        reported > 0,
+        "no interruption landed while the run was measuring"
     );
 }
