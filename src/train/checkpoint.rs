@@ -479,12 +479,81 @@ pub struct ShardWritten {
     pub entry: ShardEntry,
     /// write + fsync + rename + directory fsync.
     pub write_s: f64,
-    /// Of which `Tensor::write_safetensors` (serialising into the page cache).
+    /// Of which writing the safetensors file into the page cache.
     pub serialize_s: f64,
     /// Of which the file's fsync.
     pub fsync_s: f64,
     /// Reading the file back from the page cache to checksum it.
     pub hash_s: f64,
+}
+
+/// safetensors' name of a tensor kind.
+fn safetensors_dtype(kind: Kind) -> Result<&'static str> {
+    Ok(match kind {
+        Kind::Float => "F32",
+        Kind::Double => "F64",
+        Kind::Half => "F16",
+        Kind::BFloat16 => "BF16",
+        Kind::Int64 => "I64",
+        Kind::Int => "I32",
+        Kind::Int16 => "I16",
+        Kind::Int8 => "I8",
+        Kind::Uint8 => "U8",
+        Kind::Bool => "BOOL",
+        k => bail!("no safetensors dtype for {k:?}"),
+    })
+}
+
+/// Write `tensors` as a safetensors file straight from their memory: the header, then
+/// each (CPU, contiguous) tensor's bytes in one `write` — no serialised copy of the
+/// whole shard first, as `Tensor::write_safetensors` makes. Returns the open file
+/// (for the caller's fsync). Readable by any safetensors reader.
+fn write_safetensors_direct(tensors: &[(String, Tensor)], path: &Path) -> Result<std::fs::File> {
+    use std::io::Write;
+    let mut header = serde_json::Map::new();
+    let mut parts: Vec<(Tensor, usize)> = Vec::with_capacity(tensors.len());
+    let mut offset = 0usize;
+    for (name, t) in tensors {
+        // no copy when the tensor already is a contiguous CPU tensor
+        let t = t.to_device(Device::Cpu).contiguous();
+        let kind = t.kind();
+        let nbytes = t.numel() * kind.elt_size_in_bytes();
+        header.insert(
+            name.clone(),
+            serde_json::json!({
+                "dtype": safetensors_dtype(kind)?,
+                "shape": t.size(),
+                "data_offsets": [offset, offset + nbytes],
+            }),
+        );
+        offset += nbytes;
+        parts.push((t, nbytes));
+    }
+    let mut head = serde_json::to_vec(&header)?;
+    // the data starts 8-byte aligned, as safetensors' own writer pads it
+    while (8 + head.len()) % 8 != 0 {
+        head.push(b' ');
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    let mut first = Vec::with_capacity(8 + head.len());
+    first.extend_from_slice(&(head.len() as u64).to_le_bytes());
+    first.extend_from_slice(&head);
+    f.write_all(&first)?;
+    for (t, nbytes) in &parts {
+        if *nbytes == 0 {
+            continue;
+        }
+        // SAFETY: `t` is a contiguous CPU tensor of `nbytes` bytes that lives (and is
+        // not written) for the duration of the borrow.
+        let bytes = unsafe { std::slice::from_raw_parts(t.data_ptr() as *const u8, *nbytes) };
+        f.write_all(bytes)?;
+    }
+    Ok(f)
 }
 
 fn write_shard(
@@ -500,14 +569,9 @@ fn write_shard(
     let dst = dir.join(&file);
     let _ = std::fs::remove_file(&tmp);
     let t0 = Instant::now();
-    Tensor::write_safetensors(tensors, &tmp)
+    let f = write_safetensors_direct(tensors, &tmp)
         .with_context(|| format!("cannot write {}", tmp.display()))?;
     let serialize_s = t0.elapsed().as_secs_f64();
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&tmp)
-        .with_context(|| format!("cannot open {}", tmp.display()))?;
     f.sync_all()
         .with_context(|| format!("cannot fsync {}", tmp.display()))?;
     let written = t0.elapsed().as_secs_f64();
@@ -550,8 +614,8 @@ pub struct CkptWrite {
     pub write_s: f64,
     /// All shards' bytes / slowest rank's write time.
     pub write_gbps: f64,
-    /// Slowest rank's `write_safetensors` (tch copies every tensor into a fresh
-    /// buffer, then writes it to the page cache): CPU and memory, not storage.
+    /// Slowest rank's write of its shard into the page cache (header, then each
+    /// tensor's memory as it is): CPU and memory, not storage.
     pub serialize_s: f64,
     /// Slowest rank's fsync of its shard: what the storage costs.
     pub fsync_s: f64,
@@ -1107,6 +1171,54 @@ mod tests {
                 .collect(),
             manifest_sha256: String::new(),
         }
+    }
+
+    #[test]
+    fn direct_safetensors_files_read_back_bit_exact_in_tch_and_safetensors() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = Tensor::randn([3, 5], (Kind::Float, Device::Cpu));
+        // a non-contiguous view, a double, an integer step counter, a bf16, an empty one
+        let t = Tensor::randn([4, 6], (Kind::Double, Device::Cpu)).transpose(0, 1);
+        let step = Tensor::from_slice(&[7i64, -3]);
+        let h = Tensor::randn([9], (Kind::Float, Device::Cpu)).to_kind(Kind::BFloat16);
+        let e = Tensor::zeros([0, 4], (Kind::Float, Device::Cpu));
+        let named: Vec<(String, Tensor)> =
+            [("w", &w), ("t", &t), ("step", &step), ("h", &h), ("e", &e)]
+                .into_iter()
+                .map(|(n, x)| (n.to_string(), x.shallow_clone()))
+                .collect();
+        let path = dir.path().join("direct.safetensors");
+        drop(write_safetensors_direct(&named, &path).unwrap());
+        let bytes = std::fs::read(&path).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        assert_eq!(st.names().len(), 5);
+        let back: std::collections::HashMap<String, Tensor> = Tensor::read_safetensors(&path)
+            .unwrap()
+            .into_iter()
+            .collect();
+        for (name, x) in &named {
+            let y = &back[name];
+            assert_eq!(y.kind(), x.kind(), "{name}");
+            assert_eq!(y.size(), x.size(), "{name}");
+            assert!(y.equal(x), "{name} differs");
+        }
+        // the same bytes of data as tch's own writer stores
+        let theirs = dir.path().join("tch.safetensors");
+        // (tch's writer refuses non-contiguous tensors; ours writes them contiguous)
+        let contiguous: Vec<(String, Tensor)> = named
+            .iter()
+            .map(|(n, x)| (n.clone(), x.contiguous()))
+            .collect();
+        Tensor::write_safetensors(&contiguous, &theirs).unwrap();
+        let a: usize = st.tensors().iter().map(|(_, v)| v.data().len()).sum();
+        let other = std::fs::read(&theirs).unwrap();
+        let b: usize = safetensors::SafeTensors::deserialize(&other)
+            .unwrap()
+            .tensors()
+            .iter()
+            .map(|(_, v)| v.data().len())
+            .sum();
+        assert_eq!(a, b);
     }
 
     #[test]
