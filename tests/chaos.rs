@@ -332,7 +332,7 @@ fn long_sim_cluster_kill_ten_trials_recover_fast_with_parity() {
 }
 
 #[test]
-fn long_sim_cluster_every_kind_once_small_soak() {
+fn long_sim_cluster_soak_of_21_trials_three_of_every_kind() {
     let _s = serial();
     let Some(_cluster) = up() else {
         return;
@@ -347,19 +347,37 @@ fn long_sim_cluster_every_kind_once_small_soak() {
             "--kind-order",
             "cycle",
             "--trials",
-            "7",
+            "21",
             "--seed",
             "11",
         ],
         &["--steps", "24", "--ckpt-every", "4", "--log-every", "0"],
         &out,
-        Duration::from_secs(180),
+        Duration::from_secs(600),
     );
     assert!(!r.timed_out, "{}", r.all());
     assert_eq!(r.code, Some(0), "{}", r.all());
     assert_no_panic(&r);
     let rep = report(&out);
-    assert_clean(&rep, 7);
+    assert_clean(&rep, 21);
+    // three of every kind, each recovered (or, slow, completed) with parity
+    for family in [
+        "kill",
+        "exit",
+        "hang",
+        "slow",
+        "corrupt-ckpt",
+        "node-loss",
+        "link-cut",
+    ] {
+        let n = rep["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["family"] == family)
+            .count();
+        assert_eq!(n, 3, "{family}");
+    }
     let trial = |family: &str| -> Value {
         rep["trials"]
             .as_array()
