@@ -46,6 +46,8 @@
 //! no_outlier = true                          # no slow node or link named
 //! zero_wrong = true                          # every element of every check right
 //! judge_tiers = ["world", "inter", "pairs"]  # tiers the two criteria above judge (default all)
+//! nccl_transport_required = true             # inter-node NCCL over NET/IB on >= [inter] nics HCAs
+//!                                            # per host (default: on for infiniband/roce topologies)
 //!
 //! [train]
 //! steps = 200
@@ -231,6 +233,12 @@ pub struct SweepCriteria {
     /// The others are still measured and shown.
     #[serde(default)]
     pub judge_tiers: Vec<String>,
+    /// Inter-node NCCL traffic went over the RDMA fabric: NET/IB (InfiniBand or
+    /// RoCE), never NET/Socket, on at least the topology's `[inter] nics` adapters of
+    /// every host, as NCCL's own log says. Default: on when the topology's `[inter]
+    /// nic_kind` is infiniband or roce. Not applicable without NCCL logs (MPI backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_transport_required: Option<bool>,
 }
 
 fn default_collective() -> String {
@@ -251,6 +259,7 @@ impl Default for SweepCriteria {
             no_outlier: true,
             zero_wrong: true,
             judge_tiers: Vec::new(),
+            nccl_transport_required: None,
         }
     }
 }

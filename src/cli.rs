@@ -230,6 +230,11 @@ pub struct SweepArgs {
     /// Write run.json and points.jsonl to this folder (points appended as measured).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Do not record which transports carried the traffic (by default NCCL's INFO log
+    /// and Open MPI's BTL choices go to OUT/nccl-logs and OUT/mpi-logs and each tier's
+    /// transport is reported).
+    #[arg(long)]
+    pub no_transport: bool,
     /// Test only: make this rank corrupt its result buffer so the check must fail.
     #[arg(long, hide = true)]
     pub corrupt_rank: Option<usize>,

@@ -5,7 +5,7 @@
 //! exit code (0 pass, 1 a check failed, 2 an error).
 use burnin::{
     acceptance, chaos, cli, error, evidence, interrupt, probe, report, smoke, sweep, train,
-    watchdog, world,
+    transport, watchdog, world,
 };
 
 use clap::Parser;
@@ -74,8 +74,11 @@ fn run(cli: Cli) -> i32 {
             }
         };
     }
+    // Environment for the transport logs: while this is the only thread, before MPI.
+    transport::prepare(&cli);
     // Before MPI starts threads, so they inherit the signal mask (see interrupt.rs).
     interrupt::install();
+    transport::start_forwarder();
     let world = match world::World::init() {
         Ok(w) => w,
         Err(e) => {

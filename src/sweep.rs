@@ -15,6 +15,7 @@ use crate::stats::{self, Combine, TimeStats};
 use crate::topology::analysis::{Analysis, Rules};
 use crate::topology::file::Topology;
 use crate::topology::{self, TierKind};
+use crate::transport::{self, CommRecord, TierGroups, TransportReport};
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use crate::world::{self, World};
@@ -353,6 +354,10 @@ pub struct SweepReport {
     pub analysis: Analysis,
     /// The topology file the run was judged against.
     pub topology: Option<Topology>,
+    /// Which transports carried each tier's traffic (absent with --no-transport and
+    /// in runs of burnin versions before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportReport>,
     /// nccl-tests' footer: average busbw over the world tier's points (GB/s).
     pub avg_busbw_gbps: f64,
     pub wrong_total: u64,
@@ -909,6 +914,15 @@ pub fn run(
         println!("# nodes: {}", map.join("; "));
     }
     let be_world = backend::build(kind, world.comm.duplicate(), world, global, dog.clone())?;
+    // Every NCCL communicator this rank creates, in order: the n-th of its NCCL log.
+    let mut comms: Vec<CommRecord> = Vec::new();
+    if kind == BackendKind::Nccl {
+        comms.push(CommRecord {
+            tier: TierKind::World.name().into(),
+            group: 0,
+            members: (0..world.size).collect(),
+        });
+    }
     let supports = |d| be_world.supports(d, None);
     let plan = plan(args, world.size, kind, supports).map_err(agreed)?;
     // Every group size must take the plan too (e.g. all_gather splitting).
@@ -974,6 +988,13 @@ pub fn run(
                         .collect(),
                 };
                 let be = backend::build(kind, comm, world, global, dog.clone())?;
+                if kind == BackendKind::Nccl {
+                    comms.push(CommRecord {
+                        tier: info.tier.clone(),
+                        group: info.group,
+                        members: info.members.clone(),
+                    });
+                }
                 let sizes = if tier.kind == TierKind::Pairs {
                     vec![largest]
                 } else {
@@ -1021,6 +1042,27 @@ pub fn run(
             }
         }
     }
+    let node_hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
+    let transport = if args.no_transport {
+        None
+    } else {
+        transport::tidy(kind);
+        let mine = transport::collect(kind, world.rank, &world.host, &world.node_of, &comms);
+        world.gather_json(&mine)?.map(|all| {
+            let groups: Vec<TierGroups> = tiers
+                .iter()
+                .map(|t| TierGroups {
+                    tier: t.kind.name().into(),
+                    groups: t
+                        .rounds
+                        .iter()
+                        .flat_map(|r| r.groups.iter().map(|g| g.members.clone()))
+                        .collect(),
+                })
+                .collect();
+            transport::build_report(kind, &all, &world.node_of, &node_hosts, &groups)
+        })
+    };
     if world.rank != 0 {
         return Ok(Outcome::Pass);
     }
@@ -1034,10 +1076,12 @@ pub fn run(
         .cloned()
         .collect();
     print!("{}", table_footer(&sink.points));
-    let node_hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
     let rules = Rules::from(topo.as_ref(), args.outlier_fraction, args.min_fraction);
     let analysis = topology::analysis::analyze(&sink.points, topo.as_ref(), &rules, &node_hosts);
     print!("{}", render_analysis(&analysis));
+    if let Some(t) = &transport {
+        print!("{}", transport::render_lines(t));
+    }
     let wrong_total: u64 = sink.points.iter().filter_map(|p| p.wrong).sum();
     let outcome = Outcome::from_ok(wrong_total == 0 && analysis.pass);
     println!(
@@ -1059,6 +1103,7 @@ pub fn run(
             points: std::mem::take(&mut sink.points),
             analysis,
             topology: topo,
+            transport,
             finished_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
             outcome: if outcome == Outcome::Pass {
                 "pass".into()

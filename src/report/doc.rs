@@ -17,6 +17,7 @@ use crate::card::SweepCriteria;
 use crate::sweep::Point;
 use crate::topology::analysis::Analysis;
 use crate::topology::{self, TierKind};
+use crate::transport::TransportReport;
 use crate::units::Bytes;
 use std::collections::BTreeMap;
 
@@ -621,6 +622,9 @@ fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
         d.list(unjudged);
     }
     tier_table(d, &analysis);
+    if let Some(t) = s.report.as_ref().and_then(|r| r.transport.as_ref()) {
+        transport_section(d, t);
+    }
     for &coll in &plan.collectives {
         let pts = shown(&s.points, coll);
         let tiers: Vec<&str> = plan.tiers.iter().map(|t| t.0.as_str()).collect();
@@ -734,6 +738,74 @@ fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
         items.extend(groups_missing);
         d.list(items);
     }
+}
+
+/// Which transports carried each tier (and, for NCCL, each host's view).
+fn transport_section(d: &mut Doc, t: &TransportReport) {
+    d.h(3, "Transports");
+    d.p(format!(
+        "What carried the traffic, from {}; `-`: the tier has no such pair of ranks.",
+        t.source
+    ));
+    let dash = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+    let rows = t
+        .tiers
+        .iter()
+        .map(|x| {
+            let mut r = vec![x.tier.clone(), dash(&x.intra_node), dash(&x.inter_node)];
+            if !x.algorithms.is_empty() {
+                r[0] = format!("{} ({})", x.tier, x.algorithms.join(", "));
+            }
+            r
+        })
+        .collect();
+    d.table(&["tier", "inside a node", "between nodes"], rows);
+    if !t.pml.is_empty() {
+        d.p(format!("Open MPI PML: {}.", t.pml.join(", ")));
+    }
+    if !t.hosts.is_empty() {
+        let rows = t
+            .hosts
+            .iter()
+            .map(|h| {
+                let ib = h.inter.ib_devices();
+                vec![
+                    h.host.clone(),
+                    format!("{} of {}", h.logs, h.ranks.len()),
+                    h.version.clone().unwrap_or_else(|| "-".into()),
+                    h.network.clone().unwrap_or_else(|| "-".into()),
+                    if h.inter.is_empty() {
+                        "-".into()
+                    } else {
+                        h.inter.describe()
+                    },
+                    if ib.is_empty() {
+                        "-".into()
+                    } else {
+                        ib.len().to_string()
+                    },
+                    match h.gdr_enabled {
+                        Some(true) => "enabled".into(),
+                        Some(false) => "disabled".into(),
+                        None => "-".into(),
+                    },
+                ]
+            })
+            .collect();
+        d.table(
+            &[
+                "host",
+                "logs read",
+                "NCCL",
+                "network",
+                "between nodes",
+                "HCAs used",
+                "GPUDirect RDMA",
+            ],
+            rows,
+        );
+    }
+    d.list(t.notes.clone());
 }
 
 fn tier_table(d: &mut Doc, a: &Analysis) {

@@ -563,6 +563,9 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
         }
         out.push(gated(&g, k));
     }
+    if let Some(k) = judge_transport(data, c) {
+        out.push(gated(&g, k));
+    }
     if c.zero_wrong {
         let mut k = crit(
             "sweep.zero_wrong",
@@ -597,6 +600,49 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
         out.push(gated(&g, k));
     }
     out
+}
+
+/// Whether the topology declares an RDMA fabric between nodes (the fabric criterion
+/// is then on by default).
+pub fn declares_rdma(topo: Option<&crate::topology::file::Topology>) -> bool {
+    topo.and_then(|t| t.inter.as_ref())
+        .and_then(|i| i.nic_kind.as_deref())
+        .is_some_and(|k| {
+            matches!(
+                k.to_ascii_lowercase().as_str(),
+                "infiniband" | "ib" | "roce"
+            )
+        })
+}
+
+/// `nccl_transport_required`: inter-node NCCL traffic over NET/IB on enough HCAs.
+fn judge_transport(data: &RunData, c: &SweepCriteria) -> Option<Criterion> {
+    let topo = data.topology();
+    if !c.nccl_transport_required.unwrap_or(declares_rdma(topo)) {
+        return None;
+    }
+    let nics = topo.and_then(|t| t.inter.as_ref()).and_then(|i| i.nics);
+    let mut k = crit(
+        "sweep.nccl_transport",
+        "sweep",
+        "inter-node NCCL traffic over the RDMA fabric (NET/IB, not NET/Socket), every host".into(),
+        match nics {
+            Some(n) => format!("NET/IB on ≥ {n} HCA(s) per host"),
+            None => "NET/IB".into(),
+        },
+    );
+    if let Some(s) = &data.sweep {
+        let rep = s.report.as_ref().and_then(|r| r.transport.as_ref());
+        let j = crate::transport::judge_nccl_fabric(rep, nics);
+        k.measured = j.measured;
+        k.detail = j.detail;
+        k.status = match j.status {
+            crate::transport::FabricStatus::Pass => Status::Pass,
+            crate::transport::FabricStatus::Fail => Status::Fail,
+            crate::transport::FabricStatus::NotApplicable => Status::NotRun,
+        };
+    }
+    Some(k)
 }
 
 fn finished_ok(t: Option<&TrainData>) -> Option<&super::data::TrainRun> {

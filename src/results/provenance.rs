@@ -38,6 +38,8 @@ pub fn relevant_env() -> Vec<(String, String)> {
                 || k.starts_with("PMIX_SERVER")
                 || k.starts_with("PMIX_SECURITY"))
         })
+        // What burnin set for its transport logs is not the user's setting.
+        .filter(|(k, v)| !crate::transport::set_by_burnin(k, v))
         .collect();
     v.sort();
     v
