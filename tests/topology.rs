@@ -169,6 +169,28 @@ fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut(
     let run = run_json(&healthy);
     assert_eq!(run["analysis"]["outlier_nodes"], serde_json::json!([]));
     assert_eq!(run["outcome"], "pass");
+    //    Which MPI transport carried each tier: shared memory inside a node, tcp on the
+    //    simulated interface between nodes.
+    let tier = |name: &str| -> serde_json::Value {
+        run["transport"]["tiers"]
+            .as_array()
+            .unwrap_or_else(|| panic!("transport tiers: {}", run["transport"]))
+            .iter()
+            .find(|t| t["tier"] == name)
+            .unwrap_or_else(|| panic!("tier {name}: {}", run["transport"]))
+            .clone()
+    };
+    assert_eq!(tier("intra")["intra_node"], "shared memory (vader)");
+    assert!(tier("intra")["inter_node"].is_null());
+    assert_eq!(tier("inter")["inter_node"], "tcp over eth0");
+    assert_eq!(tier("world")["intra_node"], "shared memory (vader)");
+    assert_eq!(tier("world")["inter_node"], "tcp over eth0");
+    assert!(
+        r.stdout
+            .contains("intra-node: shared memory (vader); inter-node: tcp over eth0"),
+        "{}",
+        r.stdout
+    );
 
     //    Probe on the same cluster: four nodes, each with its veth "NIC" up, as the
     //    topology file declares.
