@@ -529,16 +529,29 @@ pub fn measure(
         recv: be.alloc(recv_elems.max(1) * es)?,
         in_place,
     };
+    // Like nccl-tests, time on initialised data: a buffer never written is the
+    // kernel's shared zero page (or untouched device memory), which no real job sends.
+    let init = if in_place {
+        collective::fill(dtype, recv_elems, |i| coll.in_place_input(&p, rank, i))
+    } else {
+        collective::fill(dtype, send_elems, |i| coll.input(&p, rank, i))
+    };
+    be.upload(
+        if in_place {
+            &mut bufs.recv
+        } else {
+            &mut bufs.send
+        },
+        &init,
+    )?;
     let (times, ci) = sample(be, &call, &mut bufs, plan.sampling, &ctx)?;
     let stats = stats::summarize(&times);
 
     let wrong = if plan.check {
         let rs_offset = be.reduce_scatter_in_place_offset(p.chunk() * es) / es;
         if in_place {
-            let init = collective::fill(dtype, recv_elems, |i| coll.in_place_input(&p, rank, i));
             be.upload(&mut bufs.recv, &init)?;
         } else {
-            let init = collective::fill(dtype, send_elems, |i| coll.input(&p, rank, i));
             be.upload(&mut bufs.send, &init)?;
             let poison = collective::fill(dtype, recv_elems, |_| None);
             be.upload(&mut bufs.recv, &poison)?;

@@ -250,27 +250,64 @@ impl Buffer {
     }
 }
 
-/// A host buffer aligned for any element type (backed by u64 words).
+/// A zeroed host buffer aligned for any element type. Buffers of 4 MiB and
+/// more are 2 MiB-aligned and advised to use transparent huge pages (where the kernel
+/// has them in `madvise` mode), as numpy and PyTorch's pinned pools do for big arrays:
+/// otherwise a large message's copies walk 4 KiB pages and the harness, not the
+/// fabric, sets the number.
 pub struct HostBuffer {
-    words: Vec<u64>,
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
     len: usize,
 }
 
+// SAFETY: HostBuffer uniquely owns its allocation (like a Vec<u8>); shared access only
+// reads through `as_bytes`, mutation needs `&mut`.
+unsafe impl Send for HostBuffer {}
+unsafe impl Sync for HostBuffer {}
+
+const HUGE_PAGE: usize = 2 << 20;
+
 impl HostBuffer {
     pub fn new(len: usize) -> HostBuffer {
-        HostBuffer {
-            words: vec![0u64; len.div_ceil(8).max(1)],
-            len,
+        let huge = len >= 2 * HUGE_PAGE;
+        let align = if huge { HUGE_PAGE } else { 64 };
+        let size = len.max(1).next_multiple_of(8);
+        let layout = match std::alloc::Layout::from_size_align(size, align) {
+            Ok(l) => l,
+            Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<u64>()),
+        };
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = std::ptr::NonNull::new(raw) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        if huge {
+            // Advice before the first touch, so the zeroing below faults huge pages in;
+            // only advice: a kernel without THP (or with it off) ignores it.
+            // SAFETY: [ptr, ptr + size) is our own allocation, HUGE_PAGE-aligned.
+            unsafe {
+                libc::madvise(raw.cast(), size, libc::MADV_HUGEPAGE);
+            }
         }
+        // SAFETY: `size` bytes are allocated at `raw`.
+        unsafe { std::ptr::write_bytes(raw, 0, size) };
+        HostBuffer { ptr, layout, len }
     }
     pub fn as_bytes(&self) -> &[u8] {
-        // SAFETY: the Vec<u64> owns at least `len` initialised bytes; u8 has no
-        // alignment or validity requirements.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr().cast::<u8>(), self.len) }
+        // SAFETY: the allocation holds at least `len` initialised (zeroed) bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and we hold the only mutable borrow of the Vec.
-        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr().cast::<u8>(), self.len) }
+        // SAFETY: as above, and `&mut self` is the only borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
     }
 }
 

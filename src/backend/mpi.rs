@@ -188,7 +188,7 @@ impl MpiBackend {
             };
             if call.kind != CollKind::Reduce || self.rank == call.root {
                 // SAFETY: recv holds out_elems elements of dtype (see above), aligned
-                // for the type because HostBuffer is backed by u64 words.
+                // for the type because HostBuffer is at least 64-byte aligned.
                 unsafe { divide_in_place(recv, out_elems, call.dtype, n) };
             }
         }
