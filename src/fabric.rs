@@ -437,6 +437,33 @@ pub struct NodeView<'a> {
     pub fabric: Option<&'a NodeFabric>,
 }
 
+/// One node's view from per-rank rows (any row type): its host, rank count, and the
+/// fabric and CUDA GPUs of the rank that discovered it (else its first rank).
+pub fn views_by_node<'a, R>(
+    rows: &'a [R],
+    node: impl Fn(&R) -> usize,
+    host: impl Fn(&'a R) -> &'a str,
+    fabric: impl Fn(&'a R) -> Option<&'a NodeFabric>,
+    cuda_gpus: impl Fn(&R) -> Vec<String>,
+) -> Vec<NodeView<'a>> {
+    let mut nodes: Vec<usize> = rows.iter().map(&node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
+        .iter()
+        .filter_map(|&n| {
+            let mine: Vec<&R> = rows.iter().filter(|r| node(r) == n).collect();
+            let lead = *mine.iter().find(|r| fabric(r).is_some()).or(mine.first())?;
+            Some(NodeView {
+                host: host(lead),
+                ranks: mine.len(),
+                cuda_gpus: cuda_gpus(lead),
+                fabric: fabric(lead),
+            })
+        })
+        .collect()
+}
+
 /// One way the machines differ from the topology file.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Difference {

@@ -4,7 +4,7 @@
 use crate::backend::nccl;
 use crate::cli::{GlobalArgs, ProbeArgs};
 use crate::error::Outcome;
-use crate::fabric::{self, NodeFabric, NodeView};
+use crate::fabric::{self, NodeFabric};
 use crate::gpu::{self, GpuInventory};
 use crate::world::World;
 use anyhow::Result;
@@ -98,23 +98,13 @@ pub fn differences(
     rows: &[RankProbe],
     topo: &crate::topology::file::Topology,
 ) -> Vec<fabric::Difference> {
-    let mut nodes: Vec<usize> = rows.iter().map(|r| r.node).collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    let views: Vec<NodeView> = nodes
-        .iter()
-        .filter_map(|&n| {
-            let mine: Vec<&RankProbe> = rows.iter().filter(|r| r.node == n).collect();
-            let first = mine.first()?;
-            let lead = mine.iter().find(|r| r.fabric.is_some()).unwrap_or(first);
-            Some(NodeView {
-                host: &first.host,
-                ranks: mine.len(),
-                cuda_gpus: lead.cuda.gpus.iter().map(|g| g.name.clone()).collect(),
-                fabric: lead.fabric.as_ref(),
-            })
-        })
-        .collect();
+    let views = fabric::views_by_node(
+        rows,
+        |r| r.node,
+        |r| r.host.as_str(),
+        |r| r.fabric.as_ref(),
+        |r| r.cuda.gpus.iter().map(|g| g.name.clone()).collect(),
+    );
     fabric::compare(topo, &views)
 }
 

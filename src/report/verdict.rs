@@ -222,22 +222,13 @@ fn fabric_criterion(rows: &[ProbeRow], t: &Topology) -> Criterion {
         "GPUs, NVLinks and NICs of every node as the topology declares".into(),
         format!("no difference from {}", t.name),
     );
-    let mut nodes: Vec<usize> = rows.iter().map(|r| r.node).collect();
-    nodes.sort_unstable();
-    nodes.dedup();
-    let views: Vec<crate::fabric::NodeView> = nodes
-        .iter()
-        .filter_map(|&n| {
-            let mine: Vec<&ProbeRow> = rows.iter().filter(|r| r.node == n).collect();
-            let lead = mine.iter().find(|r| r.fabric.is_some()).or(mine.first())?;
-            Some(crate::fabric::NodeView {
-                host: &lead.host,
-                ranks: mine.len(),
-                cuda_gpus: lead.cuda_gpus.clone(),
-                fabric: lead.fabric.as_ref(),
-            })
-        })
-        .collect();
+    let views = crate::fabric::views_by_node(
+        rows,
+        |r| r.node,
+        |r| r.host.as_str(),
+        |r| r.fabric.as_ref(),
+        |r| r.cuda_gpus.clone(),
+    );
     let d: Vec<String> = crate::fabric::compare(t, &views)
         .into_iter()
         .filter(|d| d.what != "nodes" && d.what != "ranks")

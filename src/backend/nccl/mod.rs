@@ -232,7 +232,7 @@ mod gpu_tests {
     use std::time::Duration;
 
     #[test]
-    #[ignore = "needs a GPU: run by launch/gpu-check"]
+    #[ignore = "needs a GPU and cargo: cargo test --release --lib -- --ignored (launch/gpu-check covers the same through the binary)"]
     fn inventory_lists_gpus_like_nvidia_smi() {
         let inv = crate::gpu::inventory();
         assert_eq!(inv.error, None, "{inv:?}");
@@ -259,7 +259,7 @@ mod gpu_tests {
     }
 
     #[test]
-    #[ignore = "needs a GPU: run by launch/gpu-check"]
+    #[ignore = "needs a GPU and cargo: cargo test --release --lib -- --ignored (launch/gpu-check covers the same through the binary)"]
     fn collectives_on_one_gpu_are_correct() {
         let world = crate::world::World::init().unwrap();
         let global = crate::cli::Cli::parse_from(["burnin", "probe"]).global;
