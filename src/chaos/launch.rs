@@ -180,6 +180,18 @@ impl Job {
         })
     }
 
+    /// Reap the job's processes re-parented to this supervisor (not the launcher: its
+    /// `Child` handle waits for it).
+    fn reap_orphans(&self) {
+        let job: Vec<(u32, u64)> = self
+            .seen
+            .iter()
+            .filter(|(pid, _)| **pid != self.pid)
+            .map(|(pid, s)| (*pid, s.start))
+            .collect();
+        proctree::reap_orphans(&job);
+    }
+
     /// Add the job's processes not seen yet to `seen`.
     fn scan(&mut self) {
         let me = std::process::id();
@@ -248,7 +260,7 @@ impl Job {
         if scan {
             self.last_scan = Some(Instant::now());
             self.scan();
-            proctree::reap_orphans(&[self.pid]);
+            self.reap_orphans();
         }
         let mut gone = Vec::new();
         for (pid, s) in self.seen.iter_mut() {
@@ -326,7 +338,7 @@ impl Job {
                 self.wait_until(Duration::from_secs(10), |j| j.live().is_empty());
             }
         }
-        proctree::reap_orphans(&[self.pid]);
+        self.reap_orphans();
         let tree_empty = self.exit.is_some() && self.live().is_empty();
         // The readers end when the last writer of the pipes is gone; don't wait long.
         for h in std::mem::take(&mut self.readers) {

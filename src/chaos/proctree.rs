@@ -121,12 +121,14 @@ pub fn signal(pid: u32, sig: i32) {
     }
 }
 
-/// Reap zombie children of this process other than `keep` (the launcher, which its
-/// `Child` handle waits for): orphans re-parented to us by the subreaper flag.
-pub fn reap_orphans(keep: &[u32]) {
+/// Reap the zombie children of this process among `job`: processes of a watched job
+/// re-parented to us by the subreaper flag. Only those: a zombie child that is not the
+/// job's belongs to someone else in this process (a `Command` whose handle is still
+/// waiting for it) and reaping it would steal its exit status.
+pub fn reap_orphans(job: &[(u32, u64)]) {
     let me = std::process::id();
     for p in all() {
-        if p.ppid == me && !p.live() && !keep.contains(&p.pid) {
+        if p.ppid == me && !p.live() && job.contains(&(p.pid, p.start)) {
             let mut status = 0;
             // SAFETY: waitpid on a zombie child of ours, WNOHANG: returns at once.
             unsafe {
@@ -168,5 +170,34 @@ mod tests {
         let me = stat(std::process::id()).unwrap();
         assert!(me.live() && alive(me.pid, me.start));
         assert!(!alive(me.pid, me.start + 1));
+    }
+
+    #[test]
+    fn only_the_jobs_zombies_are_reaped() {
+        // A zombie child that is not the job's keeps its exit status for its owner.
+        let mut other = std::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .unwrap();
+        let pid = other.id();
+        let t = std::time::Instant::now();
+        while stat(pid).is_some_and(|p| p.live()) && t.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let z = stat(pid).unwrap();
+        assert!(!z.live(), "{z:?}");
+        reap_orphans(&[(pid, z.start + 1)]);
+        assert_eq!(other.wait().unwrap().code(), Some(3));
+        // The job's own zombie is reaped.
+        let job = std::process::Command::new("true").spawn().unwrap();
+        let pid = job.id();
+        let t = std::time::Instant::now();
+        while stat(pid).is_some_and(|p| p.live()) && t.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let z = stat(pid).unwrap();
+        reap_orphans(&[(pid, z.start)]);
+        assert!(stat(pid).is_none(), "still there: {:?}", stat(pid));
+        drop(job);
     }
 }

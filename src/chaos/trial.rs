@@ -464,6 +464,16 @@ fn detection(t: &mut Trial, w: &Watched, evs: &[Event], inject_t: f64, td: &Tear
 fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f64) -> Result<()> {
     let (st, p, limit, kind) = (plan.st, &plan.p, plan.limit, &plan.kind);
     t.expected_restore_step = ckptcheck::inspect(&p.ckpt).newest_verified();
+    if plan.cut_at.is_some() {
+        // A cut lands a moment after the supervisor saw the step it waits for: the
+        // job may finish more steps (and checkpoint one) while the cut is applied.
+        // The fault step is the newest step the job is known to have done: its last
+        // logged step, or a newer checkpoint's.
+        t.fault_step = [t.fault_step, last_step(&p.run), t.expected_restore_step]
+            .into_iter()
+            .flatten()
+            .max();
+    }
     let argv = st.argv(&[
         "--out".into(),
         s(&p.resume),
