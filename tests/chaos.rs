@@ -16,8 +16,10 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
 
-const PREFIX: &str = "bc-";
-const SUBNET: &str = "10.79.0";
+const SIM: SimCluster = SimCluster {
+    prefix: "bc-",
+    subnet: "10.79.0",
+};
 
 /// The tests of this file share 2 cores and one cluster: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -28,46 +30,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn sim(args: &[&str]) -> Command {
-    let mut c = Command::new(root().join("launch/sim-cluster"));
-    c.args(args)
-        .env("BURNIN_SIM_PREFIX", PREFIX)
-        .current_dir(root());
-    c
-}
-
-/// The cluster (4 nodes x 2 ranks), or None with a message where namespaces are
-/// refused.
-fn up() -> Option<Down> {
-    let r = run_bounded(
-        sim(&[
-            "up",
-            "--nodes",
-            "4",
-            "--ranks-per-node",
-            "2",
-            "--subnet",
-            SUBNET,
-        ]),
-        Duration::from_secs(60),
-    );
-    if r.code != Some(0) {
-        eprintln!(
-            "SKIPPED the simulated cluster (needs root and network namespaces): {}",
-            r.all()
-        );
-        return None;
-    }
-    Some(Down)
-}
-
-struct Down;
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = run_bounded(sim(&["down"]), Duration::from_secs(60));
-    }
 }
 
 const SIM_LAUNCH: &str = "launch/sim-cluster exec --";
@@ -86,7 +48,7 @@ fn chaos(launch: &str, flags: &[&str], train: &[&str], out: &Path, limit: Durati
         .args(flags)
         .args(["--out", out.to_str().unwrap(), "--"])
         .args(train)
-        .env("BURNIN_SIM_PREFIX", PREFIX)
+        .env("BURNIN_SIM_PREFIX", SIM.prefix)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .current_dir(root());
@@ -282,7 +244,7 @@ fn kill_and_hang_under_plain_mpirun_recover_with_parity_and_name_the_hung_rank()
 #[test]
 fn long_sim_cluster_kill_ten_trials_recover_fast_with_parity() {
     let _s = serial();
-    let cluster = up();
+    let cluster = SIM.up(&[]);
     let launch = match &cluster {
         Some(_) => SIM_LAUNCH.to_string(),
         None => {
@@ -334,7 +296,7 @@ fn long_sim_cluster_kill_ten_trials_recover_fast_with_parity() {
 #[test]
 fn long_sim_cluster_soak_of_21_trials_three_of_every_kind() {
     let _s = serial();
-    let Some(_cluster) = up() else {
+    let Some(_cluster) = SIM.up(&[]) else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

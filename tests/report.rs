@@ -602,53 +602,16 @@ fn report_of_a_run_killed_mid_sweep_renders_what_was_measured_and_marks_the_rest
 
 // ------------------------------------------------------------------ simulated cluster
 
-const PREFIX: &str = "br-";
-const SUBNET: &str = "10.80.0";
-
-fn sim(args: &[&str]) -> Command {
-    let mut c = Command::new(root().join("launch/sim-cluster"));
-    c.args(args)
-        .env("BURNIN_SIM_PREFIX", PREFIX)
-        .current_dir(root());
-    c
-}
-
-fn up(extra: &[&str]) -> Option<()> {
-    let mut args = vec![
-        "up",
-        "--nodes",
-        "4",
-        "--ranks-per-node",
-        "2",
-        "--rate",
-        "2gbit",
-        "--subnet",
-        SUBNET,
-    ];
-    args.extend_from_slice(extra);
-    let r = run_bounded(sim(&args), Duration::from_secs(60));
-    if r.code != Some(0) {
-        eprintln!(
-            "SKIPPED: the simulated cluster needs root and network namespaces here: {}",
-            r.all()
-        );
-        return None;
-    }
-    Some(())
-}
-
-struct Down;
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = run_bounded(sim(&["down"]), Duration::from_secs(60));
-    }
-}
+const SIM: SimCluster = SimCluster {
+    prefix: "br-",
+    subnet: "10.80.0",
+};
 
 fn run_card(out: &Path, extra: &[&str], limit: Duration) -> Run {
     let mut c = Command::new(bin());
     c.args(["run", "--card", "cards/sim-4node.toml", "--out", s(out)])
         .args(extra)
-        .env("BURNIN_SIM_PREFIX", PREFIX)
+        .env("BURNIN_SIM_PREFIX", SIM.prefix)
         .current_dir(root());
     run_bounded(c, limit)
 }
@@ -657,10 +620,9 @@ fn run_card(out: &Path, extra: &[&str], limit: Duration) -> Run {
 #[test]
 fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() {
     let _s = serial();
-    if up(&["--shape", "node3=500mbit"]).is_none() {
+    let Some(_down) = SIM.up(&["--rate", "2gbit", "--shape", "node3=500mbit"]) else {
         return;
-    }
-    let _down = Down;
+    };
     let dir = tempfile::tempdir().unwrap();
 
     // 1. node3 at a quarter of the others' rate: FAIL naming node3, exit 1.
@@ -689,7 +651,7 @@ fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() 
     assert!(shaped.join("report.html").is_file());
 
     // 2. The same cluster without the shaping, every phase: PASS, exit 0.
-    assert!(up(&[]).is_some());
+    assert!(SIM.start(&["--rate", "2gbit"]));
     let healthy = dir.path().join("healthy");
     let r = run_card(&healthy, &[], Duration::from_secs(900));
     assert!(!r.timed_out, "{}", r.all());

@@ -5,54 +5,15 @@
 mod common;
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-const PREFIX: &str = "bt-";
-const SUBNET: &str = "10.78.0";
+const SIM: SimCluster = SimCluster {
+    prefix: "bt-",
+    subnet: "10.78.0",
+};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn sim(args: &[&str]) -> Command {
-    let mut c = Command::new(root().join("launch/sim-cluster"));
-    c.args(args)
-        .env("BURNIN_SIM_PREFIX", PREFIX)
-        .current_dir(root());
-    c
-}
-
-/// Bring the cluster up; None (with a message) where namespaces are not allowed.
-fn up(extra: &[&str]) -> Option<()> {
-    let mut args = vec![
-        "up",
-        "--nodes",
-        "4",
-        "--ranks-per-node",
-        "2",
-        "--rate",
-        "2gbit",
-        "--subnet",
-        SUBNET,
-    ];
-    args.extend_from_slice(extra);
-    let r = run_bounded(sim(&args), Duration::from_secs(60));
-    if r.code != Some(0) {
-        eprintln!(
-            "SKIPPED: the simulated cluster needs root and network namespaces here: {}",
-            r.all()
-        );
-        return None;
-    }
-    Some(())
-}
-
-struct Down;
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = run_bounded(sim(&["down"]), Duration::from_secs(60));
-    }
 }
 
 fn sweep(out: &Path, limit: Duration) -> Run {
@@ -85,7 +46,7 @@ fn sweep(out: &Path, limit: Duration) -> Run {
         "--out",
         o,
     ];
-    run_bounded(sim(&args), limit)
+    run_bounded(SIM.cmd(&args), limit)
 }
 
 fn run_json(out: &Path) -> serde_json::Value {
@@ -107,10 +68,9 @@ fn tier_median(run: &serde_json::Value, tier: &str, coll: &str) -> f64 {
 // One test, in sequence: the cluster is a shared resource of this machine.
 #[test]
 fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut() {
-    if up(&["--shape", "node3=500mbit"]).is_none() {
+    let Some(_down) = SIM.up(&["--rate", "2gbit", "--shape", "node3=500mbit"]) else {
         return;
-    }
-    let _down = Down;
+    };
     let dir = tempfile::tempdir().unwrap();
 
     // 1. node3 shaped to a quarter of the others: named, and the run fails.
@@ -161,7 +121,7 @@ fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut(
     );
 
     // 2. The same cluster without the shaping: no outlier, every tier meets it: PASS.
-    assert!(up(&[]).is_some());
+    assert!(SIM.start(&["--rate", "2gbit"]));
     let healthy = dir.path().join("healthy");
     let r = sweep(&healthy, Duration::from_secs(420));
     assert_eq!(r.code, Some(0), "{}", r.all());
@@ -196,7 +156,7 @@ fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut(
     //    topology file declares.
     let topo = root().join("topologies/sim-4node.toml");
     let r = run_bounded(
-        sim(&[
+        SIM.cmd(&[
             "exec",
             "--",
             bin(),
@@ -228,7 +188,7 @@ fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut(
     let cut = dir.path().join("cut");
     let b = bin();
     let o = cut.to_str().unwrap();
-    let mut c = sim(&[
+    let mut c = SIM.cmd(&[
         "exec",
         "--",
         b,
@@ -256,11 +216,11 @@ fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut(
     let child = std::thread::spawn(move || run_bounded(c, Duration::from_secs(90)));
     std::thread::sleep(Duration::from_secs(4));
     let cut_at = Instant::now();
-    let r = run_bounded(sim(&["cut", "node2"]), Duration::from_secs(30));
+    let r = run_bounded(SIM.cmd(&["cut", "node2"]), Duration::from_secs(30));
     assert_eq!(r.code, Some(0), "{}", r.all());
     let r = child.join().unwrap();
     let ended = cut_at.elapsed();
-    let _ = run_bounded(sim(&["heal", "node2"]), Duration::from_secs(30));
+    let _ = run_bounded(SIM.cmd(&["heal", "node2"]), Duration::from_secs(30));
     assert!(!r.timed_out, "the cut run hung:\n{}", r.all());
     assert_ne!(r.code, Some(0), "{}", r.all());
     assert!(

@@ -164,3 +164,70 @@ pub fn assert_no_panic(r: &Run) {
     assert!(!all.contains("panicked"), "panic:\n{all}");
     assert!(!all.contains("RUST_BACKTRACE"), "backtrace hint:\n{all}");
 }
+
+/// The simulated cluster (`launch/sim-cluster`) of one test file: its own name prefix
+/// and subnet, so test files never share namespaces.
+pub struct SimCluster {
+    pub prefix: &'static str,
+    pub subnet: &'static str,
+}
+
+impl SimCluster {
+    /// `launch/sim-cluster ARGS…` for this cluster, run from the repository root.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut c = Command::new(Path::new(root).join("launch/sim-cluster"));
+        c.args(args)
+            .env("BURNIN_SIM_PREFIX", self.prefix)
+            .current_dir(root);
+        c
+    }
+
+    /// Bring 4 nodes x 2 ranks up, with `extra` flags (`--rate`, `--shape`); false,
+    /// with a message, where root or network namespaces are refused. On a cluster that
+    /// is up already this reshapes it.
+    pub fn start(&self, extra: &[&str]) -> bool {
+        let mut args = vec![
+            "up",
+            "--nodes",
+            "4",
+            "--ranks-per-node",
+            "2",
+            "--subnet",
+            self.subnet,
+        ];
+        args.extend_from_slice(extra);
+        let r = run_bounded(self.cmd(&args), Duration::from_secs(60));
+        if r.code != Some(0) {
+            eprintln!(
+                "SKIPPED: the simulated cluster needs root and network namespaces here: {}",
+                r.all()
+            );
+        }
+        r.code == Some(0)
+    }
+
+    /// [`SimCluster::start`], and a guard that takes the cluster down when dropped.
+    pub fn up(&self, extra: &[&str]) -> Option<SimDown> {
+        self.start(extra).then_some(SimDown {
+            prefix: self.prefix,
+            subnet: self.subnet,
+        })
+    }
+}
+
+/// Takes its cluster down when dropped.
+pub struct SimDown {
+    prefix: &'static str,
+    subnet: &'static str,
+}
+
+impl Drop for SimDown {
+    fn drop(&mut self) {
+        let c = SimCluster {
+            prefix: self.prefix,
+            subnet: self.subnet,
+        };
+        let _ = run_bounded(c.cmd(&["down"]), Duration::from_secs(60));
+    }
+}
