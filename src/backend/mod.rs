@@ -269,19 +269,18 @@ unsafe impl Sync for HostBuffer {}
 const HUGE_PAGE: usize = 2 << 20;
 
 impl HostBuffer {
-    pub fn new(len: usize) -> HostBuffer {
+    /// A zeroed buffer of `len` bytes; an error naming the size when the memory
+    /// cannot be had (a message size too big for this host is the user's to fix).
+    pub fn new(len: usize) -> Result<HostBuffer> {
         let huge = len >= 2 * HUGE_PAGE;
         let align = if huge { HUGE_PAGE } else { 64 };
         let size = len.max(1).next_multiple_of(8);
-        let layout = match std::alloc::Layout::from_size_align(size, align) {
-            Ok(l) => l,
-            Err(_) => std::alloc::handle_alloc_error(std::alloc::Layout::new::<u64>()),
-        };
+        let no_memory = || anyhow::anyhow!("cannot allocate a host buffer of {len} bytes");
+        let layout =
+            std::alloc::Layout::from_size_align(size, align).map_err(|_| no_memory())?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc(layout) };
-        let Some(ptr) = std::ptr::NonNull::new(raw) else {
-            std::alloc::handle_alloc_error(layout)
-        };
+        let ptr = std::ptr::NonNull::new(raw).ok_or_else(no_memory)?;
         if huge {
             // Advice before the first touch, so the zeroing below faults huge pages in;
             // only advice: a kernel without THP (or with it off) ignores it.
@@ -292,7 +291,7 @@ impl HostBuffer {
         }
         // SAFETY: `size` bytes are allocated at `raw`.
         unsafe { std::ptr::write_bytes(raw, 0, size) };
-        HostBuffer { ptr, layout, len }
+        Ok(HostBuffer { ptr, layout, len })
     }
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: the allocation holds at least `len` initialised (zeroed) bytes.

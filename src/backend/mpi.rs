@@ -250,7 +250,7 @@ impl Backend for MpiBackend {
         Self::datatype(dtype).is_some()
     }
     fn alloc(&self, bytes: usize) -> Result<Buffer> {
-        Ok(Buffer::Host(HostBuffer::new(bytes)))
+        Ok(Buffer::Host(HostBuffer::new(bytes)?))
     }
     fn upload(&self, buf: &mut Buffer, src: &[u8]) -> Result<()> {
         let h = host_mut(buf)?;
