@@ -96,7 +96,8 @@ pub fn is_verbose(line: &str) -> bool {
     pid.is_some() && VERBOSE.iter().any(|v| msg.starts_with(v))
 }
 
-fn push_once(v: &mut Vec<String>, s: &str) {
+/// Append `s` unless it is empty or there already.
+pub(crate) fn push_once(v: &mut Vec<String>, s: &str) {
     if !s.is_empty() && !v.iter().any(|x| x == s) {
         v.push(s.to_string());
     }

@@ -27,7 +27,7 @@
 //!   InfiniBand/RoCE the topology declares, on enough adapters, on every host.
 use crate::backend::BackendKind;
 use crate::cli::{BackendChoice, Cli, Command};
-use crate::mpi_log::{self, MpiLog};
+use crate::mpi_log::{self, push_once, MpiLog};
 use crate::nccl_log::{self, NcclLog, Transports};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -42,7 +42,8 @@ pub const PML_VERBOSE: &str = "10";
 #[derive(Clone, Debug, Default)]
 struct LogFile {
     path: Option<PathBuf>,
-    /// In the temp dir (no --out): removed once read.
+    /// No --out: a file of the temp dir unlinked as soon as it was made (nothing is
+    /// left behind however the process ends), read through `/proc/self/fd`.
     temporary: bool,
     /// Why nothing is captured, or how (e.g. the user's own NCCL_DEBUG_FILE).
     note: Option<String>,
@@ -100,17 +101,49 @@ pub fn expand_nccl_pattern(pattern: &str, host: &str, pid: u32) -> String {
     out
 }
 
-/// The log file of this process: `<dir>/<host>.<pid>.log`, or in the temp dir.
-fn log_path(dir: Option<PathBuf>, kind: &str, host: &str, pid: u32) -> (PathBuf, bool) {
-    if let Some(d) = dir {
-        if std::fs::create_dir_all(&d).is_ok() {
-            return (d.join(format!("{host}.{pid}.log")), false);
-        }
+/// Make this process's log file: `<dir>/<host>.<pid>.log`, or (no `dir`, or it cannot
+/// be made) a temp file unlinked at once and named by its descriptor. The file is
+/// created here or not at all, never through a symlink planted there (the temp dir is
+/// shared). Returns the open file and where to read (and name) it; the error is a
+/// note for the report.
+fn open_log(
+    dir: Option<PathBuf>,
+    kind: &str,
+    host: &str,
+    pid: u32,
+) -> Result<(std::fs::File, LogFile), String> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let create = |path: &Path| {
+        // a stale file of an earlier process with this pid goes first
+        let _ = std::fs::remove_file(path);
+        std::fs::OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| format!("cannot create {}: {e}", path.display()))
+    };
+    if let Some(d) = dir.filter(|d| std::fs::create_dir_all(d).is_ok()) {
+        let path = d.join(format!("{host}.{pid}.log"));
+        let file = create(&path)?;
+        let log = LogFile {
+            path: Some(path),
+            temporary: false,
+            note: None,
+        };
+        return Ok((file, log));
     }
-    (
-        std::env::temp_dir().join(format!("burnin-{kind}-{pid}.log")),
-        true,
-    )
+    let path = std::env::temp_dir().join(format!("burnin-{kind}-{pid}.log"));
+    let file = create(&path)?;
+    let _ = std::fs::remove_file(&path);
+    let log = LogFile {
+        path: Some(PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))),
+        temporary: true,
+        note: None,
+    };
+    Ok((file, log))
 }
 
 /// `burnin sweep`: turn on the logs that say which transports carry the traffic.
@@ -159,20 +192,11 @@ fn prepare_mpi(
             };
         }
     }
-    let (path, temporary) = log_path(dir, "mpi", host, pid);
-    let _ = std::fs::remove_file(&path);
-    let file = match std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-    {
-        Ok(f) => f,
+    let (file, log) = match open_log(dir, "mpi", host, pid) {
+        Ok(x) => x,
         Err(e) => {
             return LogFile {
-                note: Some(format!(
-                    "Open MPI's transports not captured: cannot create {}: {e}",
-                    path.display()
-                )),
+                note: Some(format!("Open MPI's transports not captured: {e}")),
                 ..LogFile::default()
             }
         }
@@ -188,11 +212,7 @@ fn prepare_mpi(
     if std::env::var_os("OMPI_MCA_pml_base_verbose").is_none() {
         set("OMPI_MCA_pml_base_verbose", PML_VERBOSE, vars);
     }
-    LogFile {
-        path: Some(path),
-        temporary,
-        note: None,
-    }
+    log
 }
 
 fn prepare_nccl(
@@ -224,17 +244,30 @@ fn prepare_nccl(
             },
         };
     }
-    let (path, temporary) = log_path(dir, "nccl", host, pid);
+    let (file, log) = match open_log(dir, "nccl", host, pid) {
+        Ok(x) => x,
+        Err(e) => {
+            return LogFile {
+                note: Some(format!("NCCL's transports not captured: {e}")),
+                ..LogFile::default()
+            }
+        }
+    };
+    let Some(path) = log.path.clone() else {
+        return log;
+    };
+    // NCCL opens the file by this name when it starts; a temporary one has no other
+    // name, so its descriptor stays open for the process's life.
+    if log.temporary {
+        use std::os::fd::IntoRawFd;
+        let _ = file.into_raw_fd();
+    }
     set("NCCL_DEBUG", "INFO", vars);
     if std::env::var_os("NCCL_DEBUG_SUBSYS").is_none() {
         set("NCCL_DEBUG_SUBSYS", "INIT,NET,GRAPH", vars);
     }
     set("NCCL_DEBUG_FILE", &escape_percent(&path), vars);
-    LogFile {
-        path: Some(path),
-        temporary,
-        note: None,
-    }
+    log
 }
 
 /// Copy the lines Open MPI writes into this process's capture file that are not the
@@ -365,7 +398,6 @@ pub fn rank_nccl(
     node_of: &[usize],
     notes: &mut Vec<String>,
 ) -> RankNccl {
-    let summary = nccl_log::summarize(log);
     let mut out = RankNccl {
         version: log.version.clone(),
         network: log.network.clone(),
@@ -400,6 +432,7 @@ pub fn rank_nccl(
                 log.comms.len(),
                 records.len()
             ));
+            let summary = nccl_log::summarize(log);
             out.intra = summary.intra;
             out.inter = summary.inter;
         }
@@ -417,7 +450,7 @@ pub fn rank_mpi(log: &MpiLog) -> RankMpi {
 }
 
 /// After the sweep, on every rank: read this process's log of the backend that ran
-/// (removing it when it was a temporary file) and condense it.
+/// and condense it.
 pub fn collect(
     kind: BackendKind,
     me: usize,
@@ -442,7 +475,8 @@ pub fn collect(
     };
     out.notes.extend(file.note.clone());
     let Some(path) = file.path else { return out };
-    out.file = Some(path.display().to_string());
+    // a temporary file has no name worth reporting (it is unlinked)
+    out.file = (!file.temporary).then(|| path.display().to_string());
     let text = match std::fs::read(&path) {
         Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) => {
@@ -467,43 +501,26 @@ pub fn collect(
             out.mpi = Some(rank_mpi(&log));
         }
     }
-    if file.temporary {
-        let _ = std::fs::remove_file(&path);
-    }
     out
 }
 
-/// After a sweep on `kind`: remove the NCCL log folder burnin made when NCCL did
-/// not run (it is empty), or the temporary Open MPI log when NCCL ran.
+/// After a sweep on the MPI backend: remove the (empty) NCCL log file burnin made in
+/// `--out`, and its folder when nothing else is there. (Temporary files are unlinked
+/// from the start; the user's own NCCL_DEBUG_FILE is never touched.)
 pub fn tidy(kind: BackendKind) {
-    let cap = capture();
-    match (kind, cap.nccl, cap.mpi) {
-        (
-            BackendKind::Mpi,
-            Some(LogFile {
-                path: Some(p),
-                temporary: false,
-                note: None,
-            }),
-            _,
-        ) => {
-            if let Some(dir) = p.parent() {
-                let _ = std::fs::remove_dir(dir); // only when empty
-            }
+    if kind != BackendKind::Mpi {
+        return;
+    }
+    if let Some(LogFile {
+        path: Some(p),
+        temporary: false,
+        note: None,
+    }) = capture().nccl
+    {
+        let _ = std::fs::remove_file(&p);
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::remove_dir(dir); // only when empty
         }
-        (
-            BackendKind::Nccl,
-            _,
-            Some(LogFile {
-                path: Some(p),
-                temporary: true,
-                ..
-            }),
-        ) => {
-            // Open MPI keeps writing to its descriptor; the name can go.
-            let _ = std::fs::remove_file(p);
-        }
-        _ => {}
     }
 }
 
@@ -547,6 +564,24 @@ pub struct HostTransport {
     pub inter: Transports,
 }
 
+impl HostTransport {
+    /// Add one rank's log: the first version and network named, GPUDirect RDMA when
+    /// every log agrees, the transports of all.
+    fn add(&mut self, n: &RankNccl) {
+        self.logs += 1;
+        self.version = self.version.take().or(n.version.clone());
+        self.network = self.network.take().or(n.network.clone());
+        self.gdr_enabled = match (self.logs, self.gdr_enabled, n.gdr_enabled) {
+            (1, _, g) => g,
+            (_, Some(a), Some(b)) if a == b => Some(a),
+            _ => None,
+        };
+        self.nvls_available = self.nvls_available.or(n.nvls_available);
+        self.intra.merge(&n.intra);
+        self.inter.merge(&n.inter);
+    }
+}
+
 /// The run's transports (run.json's `transport`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TransportReport {
@@ -566,28 +601,20 @@ pub struct TransportReport {
     pub notes: Vec<String>,
 }
 
-/// Which peer pairs of a tier are on one node, which on two.
+/// Whether a tier has pairs of ranks on one node, and pairs on two: a group with two
+/// members on one node has the first, a group spanning two nodes the second.
 fn pair_kinds(t: &TierGroups, node_of: &[usize]) -> (bool, bool) {
     let mut same = false;
     let mut cross = false;
     for g in &t.groups {
-        for (i, a) in g.iter().enumerate() {
-            for b in &g[i + 1..] {
-                match (node_of.get(*a), node_of.get(*b)) {
-                    (Some(x), Some(y)) if x == y => same = true,
-                    (Some(_), Some(_)) => cross = true,
-                    _ => {}
-                }
-            }
-        }
+        let mut nodes: Vec<usize> = g.iter().filter_map(|r| node_of.get(*r).copied()).collect();
+        let known = nodes.len();
+        nodes.sort_unstable();
+        nodes.dedup();
+        same |= nodes.len() < known;
+        cross |= nodes.len() > 1;
     }
     (same, cross)
-}
-
-fn push_once(v: &mut Vec<String>, s: &str) {
-    if !v.iter().any(|x| x == s) {
-        v.push(s.to_string());
-    }
 }
 
 /// Rank 0: every rank's findings into per-tier lines (and, for NCCL, per host).
@@ -675,18 +702,9 @@ fn nccl_report(
         };
         for r in ranks.iter().filter(|r| node_of.get(r.rank) == Some(&node)) {
             h.ranks.push(r.rank);
-            let Some(n) = &r.nccl else { continue };
-            h.logs += 1;
-            h.version = h.version.take().or(n.version.clone());
-            h.network = h.network.take().or(n.network.clone());
-            h.gdr_enabled = match (h.logs, h.gdr_enabled, n.gdr_enabled) {
-                (1, _, g) => g,
-                (_, Some(a), Some(b)) if a == b => Some(a),
-                _ => None,
-            };
-            h.nvls_available = h.nvls_available.or(n.nvls_available);
-            h.intra.merge(&n.intra);
-            h.inter.merge(&n.inter);
+            if let Some(n) = &r.nccl {
+                h.add(n);
+            }
         }
         rep.hosts.push(h);
     }
@@ -721,12 +739,13 @@ fn mpi_report(
     node_of: &[usize],
     tiers: &[TierGroups],
 ) {
-    let by_rank = |r: usize| {
-        ranks
-            .iter()
-            .find(|x| x.rank == r)
-            .and_then(|x| x.mpi.as_ref())
-    };
+    let mut by_rank: Vec<Option<&RankMpi>> = Vec::new();
+    for r in ranks {
+        if by_rank.len() <= r.rank {
+            by_rank.resize(r.rank + 1, None);
+        }
+        by_rank[r.rank] = r.mpi.as_ref();
+    }
     for r in ranks.iter().filter_map(|r| r.mpi.as_ref()) {
         if let Some(p) = &r.pml {
             push_once(&mut rep.pml, p);
@@ -743,16 +762,21 @@ fn mpi_report(
         let mut intra = BtlPaths::default();
         let mut inter = BtlPaths::default();
         for g in &t.groups {
+            let members: std::collections::HashSet<usize> = g.iter().copied().collect();
             for &a in g {
-                for &b in g.iter().filter(|&&b| b != a) {
-                    let (Some(na), Some(nb)) = (node_of.get(a), node_of.get(b)) else {
-                        continue;
-                    };
+                let (Some(m), Some(na)) = (by_rank.get(a).copied().flatten(), node_of.get(a))
+                else {
+                    continue;
+                };
+                // The peers `a` sent to that are in its group (a world tier's group
+                // is every rank: walk the peers, not the group).
+                for (b, btls) in m
+                    .peers
+                    .iter()
+                    .filter(|(b, _)| *b != a && members.contains(b))
+                {
+                    let Some(nb) = node_of.get(*b) else { continue };
                     let paths = if na == nb { &mut intra } else { &mut inter };
-                    let Some(m) = by_rank(a) else { continue };
-                    let Some((_, btls)) = m.peers.iter().find(|(p, _)| *p == b) else {
-                        continue;
-                    };
                     for btl in btls {
                         push_once(&mut paths.btls, btl);
                         if btl == "tcp" {
@@ -797,17 +821,15 @@ pub fn report_from_logs(logs: &[NcclLog]) -> TransportReport {
             }
         };
         h.ranks.push(i);
-        h.logs += 1;
-        h.version = h.version.take().or(s.version.clone());
-        h.network = h.network.take().or(s.network.clone());
-        h.gdr_enabled = match (h.logs, h.gdr_enabled, log.gdr_enabled()) {
-            (1, _, g) => g,
-            (_, Some(a), Some(b)) if a == b => Some(a),
-            _ => None,
-        };
-        h.nvls_available = h.nvls_available.or(s.nvls_available);
-        h.intra.merge(&s.intra);
-        h.inter.merge(&s.inter);
+        h.add(&RankNccl {
+            version: s.version,
+            network: s.network,
+            gdr_enabled: log.gdr_enabled(),
+            nvls_available: s.nvls_available,
+            intra: s.intra,
+            inter: s.inter,
+            ..RankNccl::default()
+        });
     }
     rep
 }

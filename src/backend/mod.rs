@@ -276,8 +276,7 @@ impl HostBuffer {
         let align = if huge { HUGE_PAGE } else { 64 };
         let size = len.max(1).next_multiple_of(8);
         let no_memory = || anyhow::anyhow!("cannot allocate a host buffer of {len} bytes");
-        let layout =
-            std::alloc::Layout::from_size_align(size, align).map_err(|_| no_memory())?;
+        let layout = std::alloc::Layout::from_size_align(size, align).map_err(|_| no_memory())?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc(layout) };
         let ptr = std::ptr::NonNull::new(raw).ok_or_else(no_memory)?;
