@@ -506,8 +506,8 @@ fn safetensors_dtype(kind: Kind) -> Result<&'static str> {
 
 /// Write `tensors` as a safetensors file straight from their memory: the header, then
 /// each (CPU, contiguous) tensor's bytes in one `write` — no serialised copy of the
-/// whole shard first, as `Tensor::write_safetensors` makes. Returns the open file
-/// (for the caller's fsync). Readable by any safetensors reader.
+/// whole shard first, as `Tensor::write_safetensors` makes. `path` must not exist.
+/// Returns the open file (for the caller's fsync). Readable by any safetensors reader.
 fn write_safetensors_direct(tensors: &[(String, Tensor)], path: &Path) -> Result<std::fs::File> {
     use std::io::Write;
     let mut header = serde_json::Map::new();
@@ -534,12 +534,16 @@ fn write_safetensors_direct(tensors: &[(String, Tensor)], path: &Path) -> Result
     while (8 + head.len()) % 8 != 0 {
         head.push(b' ');
     }
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)?;
+    // A new file or none: never through a symlink or file planted at the name.
+    let mut f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)?
+    };
     let mut first = Vec::with_capacity(8 + head.len());
     first.extend_from_slice(&(head.len() as u64).to_le_bytes());
     first.extend_from_slice(&head);
