@@ -30,11 +30,9 @@ use std::time::{Duration, Instant};
 pub const LIB_NAMES: [&str; 2] = ["libnccl.so.2", "libnccl.so"];
 /// Where pip's nvidia-nccl puts the library, relative to site-packages.
 pub const PIP_LIB: &str = "nvidia/nccl/lib/libnccl.so.2";
-/// How long `python3` and `ldconfig` may take to answer. Warm, python answers in
-/// ~20 ms; 5 s was once too short in CI, right after a fresh 2.7 GB venv install with
-/// the test threads competing for the disk and both cores. A hung helper costs at most
-/// this once per lookup.
-const HELPER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `python3` and `ldconfig` may take to answer (warm, python answers in
+/// ~20 ms); a hung helper costs at most this once per lookup.
+const HELPER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Where to look for NCCL, in the order of the module header.
 #[derive(Clone, Debug, Default)]
