@@ -40,6 +40,8 @@ fn point(g: usize, a: usize, b: usize, busbw: f64) -> Point {
         busbw_mean_gbps: busbw,
         wrong: Some(0),
         wrong_ranks: vec![],
+        wall_s: 0.0,
+        in_calls_s: 0.0,
     }
 }
 

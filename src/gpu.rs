@@ -4,11 +4,13 @@
 //! cudarc's `dynamic-loading` resolves `libcuda` on the first driver call and panics
 //! when it is absent, so every entry point here asks
 //! `cudarc::driver::sys::is_culib_present()` first — each time, since it is cheap and
-//! nothing else guards the cudarc calls that follow. cudarc's bindings are generated
-//! for one CUDA version (the `cuda-13000` feature: CUDA 13.0, driver 580 or newer) and
-//! resolve renamed entry points such as `cuEventElapsedTime_v2` that older drivers
-//! lack, so [`ready`] also refuses a driver older than the bindings, with a message
-//! that says so, rather than letting cudarc panic on a missing symbol later.
+//! nothing else guards the cudarc calls that follow. cudarc resolves each entry point
+//! by name on first use and panics when the driver lacks it, so [`ready`] refuses a
+//! driver older than [`NEEDED_CUDA`] with a message instead. burnin is built against
+//! cudarc's CUDA 12.0 bindings (`cuda-12000`), whose names (`cuEventElapsedTime`,
+//! `cuDeviceGetUuid`, `cuMemAlloc_v2`, ...) every driver since CUDA 12.0 exports:
+//! drivers keep the entry points of older APIs, so the same binary runs on CUDA 12.x
+//! drivers (535, 550, 570: most rented fleets) and 13.x ones (580+).
 use cudarc::driver::{result, sys, DriverError};
 use serde::{Deserialize, Serialize};
 
@@ -32,10 +34,15 @@ pub struct GpuInventory {
     pub error: Option<String>,
 }
 
-/// The CUDA version cudarc's bindings were generated for (`cuda-13000` → 13000).
+/// The CUDA version cudarc's bindings were generated for (`cuda-12000` → 12000).
 pub const BUILT_FOR_CUDA: i32 = sys::CUDA_VERSION as i32;
 
-/// Oldest driver whose entry points [`inventory`] uses (`cuDeviceGetUuid_v2`: 11.4).
+/// The oldest driver API that has every entry point burnin calls: the bindings' own
+/// version (none of them is newer than CUDA 12.0; see the module header).
+pub const NEEDED_CUDA: i32 = BUILT_FOR_CUDA;
+
+/// Oldest driver whose entry points [`inventory`] uses (`cuDeviceGetUuid`: 9.2; the
+/// listing stays useful on a driver too old for the rest).
 const OLDEST_DRIVER_TO_LIST: i32 = 11040;
 
 /// "13.0" from the driver's 13000, "12.4" from 12040.
@@ -58,26 +65,19 @@ pub fn format_uuid(bytes: &[u8; 16]) -> String {
     )
 }
 
-/// Whether a driver of version `driver` can run code built against cudarc's bindings
-/// for `built_for`; the error says what to do.
-pub fn compatible(driver: i32, built_for: i32) -> Result<(), String> {
-    if driver >= built_for {
+/// Whether a driver that reports CUDA version `driver` (cuDriverGetVersion: 12040 for
+/// 12.4) has every entry point burnin calls; the error names both versions and what
+/// to do. Pure: unit-tested at the versions rented fleets run.
+pub fn compatible(driver: i32) -> Result<(), String> {
+    if driver >= NEEDED_CUDA {
         return Ok(());
     }
     Err(format!(
-        "the CUDA driver supports CUDA {} but burnin was built for CUDA {} (cudarc feature \
-         {}): update the NVIDIA driver, or rebuild burnin with the cudarc feature {} in \
-         Cargo.toml",
+        "the CUDA driver supports CUDA {} but burnin needs CUDA {} or newer (NVIDIA driver \
+         525 or later): some driver functions burnin calls are missing; update the NVIDIA driver",
         cuda_version_text(driver),
-        cuda_version_text(built_for),
-        cudarc_feature(built_for),
-        cudarc_feature(driver)
+        cuda_version_text(NEEDED_CUDA),
     ))
-}
-
-/// cudarc's feature name for a CUDA version: 12040 → "cuda-12040".
-fn cudarc_feature(v: i32) -> String {
-    format!("cuda-{}{:02}0", v / 1000, (v % 1000) / 10)
 }
 
 /// "CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
@@ -134,7 +134,7 @@ fn open_driver() -> Result<i32, String> {
 /// one GPU: the number of GPUs. Every NCCL path calls this before touching cudarc.
 pub fn ready() -> Result<usize, String> {
     let version = open_driver()?;
-    compatible(version, BUILT_FOR_CUDA)?;
+    compatible(version)?;
     let count = result::device::get_count()
         .map_err(|e| format!("cuDeviceGetCount failed: {}", driver_error_text(e)))?;
     if count <= 0 {
@@ -222,7 +222,7 @@ pub fn inventory() -> GpuInventory {
     }
     if count == 0 {
         inv.error = Some(no_gpu_text(version));
-    } else if let Err(e) = compatible(version, BUILT_FOR_CUDA) {
+    } else if let Err(e) = compatible(version) {
         inv.error.get_or_insert(e);
     }
     inv
@@ -249,16 +249,23 @@ mod tests {
     }
 
     #[test]
-    fn older_driver_than_the_bindings_is_explained() {
-        assert!(compatible(13000, 13000).is_ok());
-        assert!(compatible(13010, 13000).is_ok());
-        let e = compatible(12040, 13000).unwrap_err();
-        assert!(
-            e.contains("supports CUDA 12.4")
-                && e.contains("built for CUDA 13.0")
-                && e.contains("cuda-12040"),
-            "{e}"
+    fn cuda_12_and_13_drivers_are_accepted_and_older_ones_explained() {
+        assert_eq!(
+            NEEDED_CUDA, 12000,
+            "built against cudarc's cuda-12000 bindings"
         );
+        for v in [12000, 12040, 12080, 12090, 13000, 13010] {
+            assert_eq!(compatible(v), Ok(()), "{v}");
+        }
+        for v in [11080, 11040] {
+            let e = compatible(v).unwrap_err();
+            assert!(
+                e.contains(&format!("supports CUDA {}", cuda_version_text(v)))
+                    && e.contains("needs CUDA 12.0 or newer")
+                    && !e.contains('\n'),
+                "{e}"
+            );
+        }
     }
 
     /// This machine (CI, the dev box) has no NVIDIA driver: the inventory must say so

@@ -21,7 +21,7 @@
 //!   libtorch, MPI and the file system is in the `check_*` functions.
 use crate::backend::{self, BackendKind, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
 use crate::cli::{BackendChoice, GlobalArgs, SmokeArgs};
-use crate::collective::{self, Params};
+use crate::collective::{self, Params, Pattern};
 use crate::error::Outcome;
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
@@ -541,11 +541,11 @@ fn check_collective(
         let es = p.dtype.size();
         let mut send = be.alloc(l.send * es)?;
         let mut recv = be.alloc(l.recv * es)?;
-        be.upload(
-            &mut send,
-            &collective::fill(p.dtype, l.send, |i| coll.input(&p, world.rank, i)),
+        be.fill(&mut send, &coll.input(&p, world.rank))?;
+        be.fill(
+            &mut recv,
+            &Pattern::one(p, 0, l.recv, collective::Source::Poison),
         )?;
-        be.upload(&mut recv, &collective::fill(p.dtype, l.recv, |_| None))?;
         let call = Call {
             kind: CollKind::AllReduce,
             dtype: p.dtype,
@@ -567,16 +567,13 @@ fn check_collective(
             1,
             &ctx,
         )?;
-        let mut got = vec![0u8; l.recv * es];
-        be.download(&recv, &mut got)?;
-        let (wrong, first) = collective::count_wrong(p.dtype, p.op, &got, |i| {
-            coll.expected(&p, world.rank, i, false, 0)
-        });
-        if wrong > 0 {
+        let m = be.check(&recv, &coll.expected(&p, world.rank, false, 0))?;
+        if m.wrong > 0 {
             anyhow::bail!(
-                "{wrong} wrong element(s) of {}, first at {}",
+                "{} wrong element(s) of {}, first at {}",
+                m.wrong,
                 p.count,
-                first.unwrap_or(0)
+                m.first.unwrap_or(0)
             );
         }
         Ok(format!(

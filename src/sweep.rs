@@ -7,7 +7,7 @@
 //! ranks can never disagree on the number of calls and deadlock.
 use crate::backend::{self, Backend, BackendKind, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
 use crate::cli::{GlobalArgs, SweepArgs};
-use crate::collective::{self, Params};
+use crate::collective::{self, Params, Pattern};
 use crate::error::{usage, Agreed, Outcome};
 use crate::results::provenance::Provenance;
 use crate::results::{self, Jsonl};
@@ -340,6 +340,15 @@ pub struct Point {
     pub wrong: Option<u64>,
     /// Group ranks that saw wrong elements, with the first wrong index.
     pub wrong_ranks: Vec<(usize, usize)>,
+    /// Wall time of this point (buffers allocated to result known) on the rank that
+    /// spent the largest share of it outside the timed calls, in seconds.
+    #[serde(default)]
+    pub wall_s: f64,
+    /// Of `wall_s`, the seconds inside the backend's timed calls (warm-up, samples
+    /// and the checked call); the rest is allocation, fill, check and sampling
+    /// decisions.
+    #[serde(default)]
+    pub in_calls_s: f64,
 }
 
 /// The whole sweep's results (run.json).
@@ -371,6 +380,8 @@ struct RankResult {
     stats: TimeStats,
     ci: f64,
     wrong: Option<(u64, Option<usize>)>,
+    wall_s: f64,
+    in_calls_s: f64,
 }
 
 /// Run `iters` timed calls under a deadline.
@@ -381,7 +392,10 @@ fn timed(
     iters: usize,
     ctx: &WaitCtx,
 ) -> Result<Vec<f64>> {
-    be.run_timed(call, bufs.bufs(), iters, ctx)
+    let t = Instant::now();
+    let times = be.run_timed(call, bufs.bufs(), iters, ctx);
+    bufs.in_calls += t.elapsed();
+    times
 }
 
 /// The buffers of one point.
@@ -389,9 +403,19 @@ pub struct Buffers {
     send: backend::Buffer,
     recv: backend::Buffer,
     in_place: bool,
+    /// Wall time spent inside the backend's timed calls so far.
+    in_calls: Duration,
 }
 
 impl Buffers {
+    /// The buffer the call reads: the send buffer, or the one in-place buffer.
+    fn input_mut(&mut self) -> &mut backend::Buffer {
+        if self.in_place {
+            &mut self.recv
+        } else {
+            &mut self.send
+        }
+    }
     fn bufs(&mut self) -> Bufs<'_> {
         if self.in_place {
             Bufs::InPlace(&mut self.recv)
@@ -524,52 +548,56 @@ pub fn measure(
     } else {
         layout.recv
     };
+    let started = Instant::now();
     let mut bufs = Buffers {
         send: be.alloc(send_elems.max(1) * es)?,
         recv: be.alloc(recv_elems.max(1) * es)?,
         in_place,
+        in_calls: Duration::ZERO,
     };
     // Like nccl-tests, time on initialised data: a buffer never written is the
     // kernel's shared zero page (or untouched device memory), which no real job sends.
-    let init = if in_place {
-        collective::fill(dtype, recv_elems, |i| coll.in_place_input(&p, rank, i))
+    // The backend writes the pattern where the buffer lives (a kernel on a GPU).
+    let input = if in_place {
+        coll.in_place_input(&p, rank)
     } else {
-        collective::fill(dtype, send_elems, |i| coll.input(&p, rank, i))
+        coll.input(&p, rank)
     };
-    be.upload(
-        if in_place {
-            &mut bufs.recv
-        } else {
-            &mut bufs.send
-        },
-        &init,
-    )?;
+    be.fill(bufs.input_mut(), &input)?;
     let (times, ci) = sample(be, &call, &mut bufs, plan.sampling, &ctx)?;
     let stats = stats::summarize(&times);
 
     let wrong = if plan.check {
         let rs_offset = be.reduce_scatter_in_place_offset(p.chunk() * es) / es;
-        if in_place {
-            be.upload(&mut bufs.recv, &init)?;
-        } else {
-            be.upload(&mut bufs.send, &init)?;
-            let poison = collective::fill(dtype, recv_elems, |_| None);
-            be.upload(&mut bufs.recv, &poison)?;
+        be.fill(bufs.input_mut(), &input)?;
+        if !in_place {
+            let poison = Pattern::one(p, 0, recv_elems, collective::Source::Poison);
+            be.fill(&mut bufs.recv, &poison)?;
         }
         timed(be, &call, &mut bufs, 1, &ctx)?;
-        let mut got = vec![0u8; recv_elems * es];
-        be.download(&bufs.recv, &mut got)?;
-        if corrupt && !got.is_empty() {
-            got[0] ^= 0x5a;
+        let expected = coll.expected(&p, rank, in_place, rs_offset);
+        if corrupt {
+            // Test hook: one wrong value where the check looks first.
+            if let Some(r) = expected.runs.iter().find(|r| r.len > 0) {
+                let bad = Pattern::one(p, r.start, 1, collective::Source::Poison);
+                be.fill(&mut bufs.recv, &bad)?;
+            }
         }
-        Some(collective::count_wrong(dtype, op, &got, |i| {
-            coll.expected(&p, rank, i, in_place, rs_offset)
-        }))
+        let m = be.check(&bufs.recv, &expected)?;
+        Some((m.wrong, m.first))
     } else {
         None
     };
+    let wall_s = started.elapsed().as_secs_f64();
+    let in_calls_s = bufs.in_calls.as_secs_f64();
 
-    let mine = RankResult { stats, ci, wrong };
+    let mine = RankResult {
+        stats,
+        ci,
+        wrong,
+        wall_s,
+        in_calls_s,
+    };
     let all: Vec<RankResult> = world::all_gather_json(be.control(), &mine)?;
     let per_rank: Vec<TimeStats> = all.iter().map(|r| r.stats).collect();
     let time = stats::combine(&per_rank, plan.combine);
@@ -597,6 +625,8 @@ pub fn measure(
     } else {
         (None, Vec::new())
     };
+    let outside = |r: &RankResult| (r.wall_s - r.in_calls_s) / r.wall_s.max(1e-12);
+    let overhead_rank = all.iter().max_by(|a, b| outside(a).total_cmp(&outside(b)));
     let (algbw, busbw) = collective::bandwidths(kind, size, time.p50_us / 1e6, n);
     let (algbw_mean, busbw_mean) = collective::bandwidths(kind, size, time.mean_us / 1e6, n);
     Ok(Point {
@@ -634,6 +664,8 @@ pub fn measure(
         busbw_mean_gbps: busbw_mean,
         wrong: wrong_total,
         wrong_ranks,
+        wall_s: overhead_rank.map_or(0.0, |r| r.wall_s),
+        in_calls_s: overhead_rank.map_or(0.0, |r| r.in_calls_s),
     })
 }
 

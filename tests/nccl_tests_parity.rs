@@ -1,7 +1,7 @@
 //! Parity with nccl-tests' bandwidth arithmetic, bit for bit.
 //!
 //! The formulas below are written from nccl-tests' documented conventions (see
-//! REFERENCE.md), independently of burnin's collective table: each collective's
+//! nccl-tests' doc/PERFORMANCE.md), independently of burnin's collective table: each collective's
 //! per-rank element count for a message of `size` bytes (nccl-tests rounds the split
 //! collectives' per-rank count down to 16 bytes), the bytes that count for the
 //! bandwidth, `algbw = bytes / 1e9 / seconds`, and `busbw = algbw × factor` with the
@@ -71,7 +71,7 @@ fn algbw_and_busbw_equal_nccl_tests_for_every_collective_and_rank_count() {
 
 #[test]
 fn bus_factors_are_the_reference_ones() {
-    // REFERENCE.md: all_reduce 2(n−1)/n; all_gather, reduce_scatter, alltoall
+    // nccl-tests' doc/PERFORMANCE.md: all_reduce 2(n−1)/n; all_gather, reduce_scatter, alltoall
     // (n−1)/n; broadcast, reduce, sendrecv 1 — seen through busbw / algbw.
     for n in RANKS {
         let nf = n as f64;

@@ -14,6 +14,7 @@
 pub mod mpi;
 pub mod nccl;
 
+use crate::collective::{Mismatch, Pattern};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -250,18 +251,28 @@ impl Buffer {
     }
 }
 
-/// A zeroed host buffer aligned for any element type. Buffers of 4 MiB and
-/// more are 2 MiB-aligned and advised to use transparent huge pages (where the kernel
-/// has them in `madvise` mode), as numpy and PyTorch's pinned pools do for big arrays:
-/// otherwise a large message's copies walk 4 KiB pages and the harness, not the
-/// fabric, sets the number.
+/// A zeroed host buffer aligned for any element type. Buffers of 4 MiB and more are
+/// their own anonymous mapping, 2 MiB-aligned and advised to use transparent huge
+/// pages (where the kernel has them in `madvise` mode), as numpy and PyTorch's pinned
+/// pools do for big arrays: otherwise a large message's copies walk 4 KiB pages and
+/// the harness, not the fabric, sets the number. A fresh mapping reads as zeros
+/// without being written, so a buffer costs nothing until its first use touches it
+/// (a sweep fills every buffer before timing; zeroing it first was a second pass).
 pub struct HostBuffer {
     ptr: std::ptr::NonNull<u8>,
-    layout: std::alloc::Layout,
     len: usize,
+    memory: HostMemory,
 }
 
-// SAFETY: HostBuffer uniquely owns its allocation (like a Vec<u8>); shared access only
+/// Where a [`HostBuffer`]'s bytes come from.
+enum HostMemory {
+    /// The global allocator (small buffers).
+    Heap(std::alloc::Layout),
+    /// `mmap` of `len` bytes at `base` (large buffers; `ptr` is 2 MiB-aligned in it).
+    Mapped { base: *mut libc::c_void, len: usize },
+}
+
+// SAFETY: HostBuffer uniquely owns its memory (like a Vec<u8>); shared access only
 // reads through `as_bytes`, mutation needs `&mut`.
 unsafe impl Send for HostBuffer {}
 unsafe impl Sync for HostBuffer {}
@@ -272,28 +283,52 @@ impl HostBuffer {
     /// A zeroed buffer of `len` bytes; an error naming the size when the memory
     /// cannot be had (a message size too big for this host is the user's to fix).
     pub fn new(len: usize) -> Result<HostBuffer> {
-        let huge = len >= 2 * HUGE_PAGE;
-        let align = if huge { HUGE_PAGE } else { 64 };
         let size = len.max(1).next_multiple_of(8);
         let no_memory = || anyhow::anyhow!("cannot allocate a host buffer of {len} bytes");
-        let layout = std::alloc::Layout::from_size_align(size, align).map_err(|_| no_memory())?;
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { std::alloc::alloc(layout) };
-        let ptr = std::ptr::NonNull::new(raw).ok_or_else(no_memory)?;
-        if huge {
-            // Advice before the first touch, so the zeroing below faults huge pages in;
-            // only advice: a kernel without THP (or with it off) ignores it.
-            // SAFETY: [ptr, ptr + size) is our own allocation, HUGE_PAGE-aligned.
-            unsafe {
-                libc::madvise(raw.cast(), size, libc::MADV_HUGEPAGE);
+        if len >= 2 * HUGE_PAGE {
+            let map_len = size.checked_add(HUGE_PAGE).ok_or_else(no_memory)?;
+            // SAFETY: an anonymous private mapping of a non-zero length at an address of
+            // the kernel's choosing; the result is checked before use.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    map_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                return Err(no_memory());
             }
+            let aligned = (base as usize).next_multiple_of(HUGE_PAGE);
+            // Only advice, before the first touch: a kernel without THP ignores it.
+            // SAFETY: [aligned, aligned + size) lies inside the mapping (it has
+            // HUGE_PAGE bytes of slack for the alignment).
+            unsafe {
+                libc::madvise(aligned as *mut libc::c_void, size, libc::MADV_HUGEPAGE);
+            }
+            let ptr = std::ptr::NonNull::new(aligned as *mut u8).ok_or_else(no_memory)?;
+            return Ok(HostBuffer {
+                ptr,
+                len,
+                memory: HostMemory::Mapped { base, len: map_len },
+            });
         }
-        // SAFETY: `size` bytes are allocated at `raw`.
-        unsafe { std::ptr::write_bytes(raw, 0, size) };
-        Ok(HostBuffer { ptr, layout, len })
+        let layout = std::alloc::Layout::from_size_align(size, 64).map_err(|_| no_memory())?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = std::ptr::NonNull::new(raw).ok_or_else(no_memory)?;
+        Ok(HostBuffer {
+            ptr,
+            len,
+            memory: HostMemory::Heap(layout),
+        })
     }
     pub fn as_bytes(&self) -> &[u8] {
-        // SAFETY: the allocation holds at least `len` initialised (zeroed) bytes.
+        // SAFETY: the memory holds at least `len` initialised bytes (zeroed by the
+        // allocator, or a fresh anonymous mapping, which reads as zeros).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
@@ -304,8 +339,14 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        match self.memory {
+            // SAFETY: allocated in `new` with this layout, freed once.
+            HostMemory::Heap(layout) => unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) },
+            // SAFETY: the mapping made in `new`, unmapped once.
+            HostMemory::Mapped { base, len } => unsafe {
+                libc::munmap(base, len);
+            },
+        }
     }
 }
 
@@ -344,6 +385,12 @@ pub trait Backend {
     fn alloc(&self, bytes: usize) -> Result<Buffer>;
     fn upload(&self, buf: &mut Buffer, src: &[u8]) -> Result<()>;
     fn download(&self, buf: &Buffer, dst: &mut [u8]) -> Result<()>;
+    /// Write `pattern`'s runs into `buf`: on the host at memory speed (MPI), by a
+    /// kernel on the GPU (NCCL) — never element by element on the host.
+    fn fill(&self, buf: &mut Buffer, pattern: &Pattern) -> Result<()>;
+    /// Compare `buf` with `expected`'s runs where the buffer lives; only the counts of
+    /// wrong elements come back.
+    fn check(&self, buf: &Buffer, expected: &Pattern) -> Result<Mismatch>;
     /// Offset in bytes of this rank's output in an in-place reduce_scatter
     /// (NCCL: rank × chunk; MPI's `MPI_IN_PLACE`: 0).
     fn reduce_scatter_in_place_offset(&self, chunk_bytes: usize) -> usize;

@@ -7,6 +7,7 @@
 use super::{
     Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, HostBuffer, RedOp, WaitCtx,
 };
+use crate::collective::pattern::{self, Mismatch, Pattern};
 use crate::watchdog::Watchdog;
 use anyhow::{bail, Result};
 use mpi::ffi;
@@ -271,6 +272,12 @@ impl Backend for MpiBackend {
         }
         dst.copy_from_slice(&h.as_bytes()[..dst.len()]);
         Ok(())
+    }
+    fn fill(&self, buf: &mut Buffer, pat: &Pattern) -> Result<()> {
+        pattern::fill_host(pat, host_mut(buf)?.as_bytes_mut())
+    }
+    fn check(&self, buf: &Buffer, pat: &Pattern) -> Result<Mismatch> {
+        pattern::check_host(pat, host(buf)?.as_bytes())
     }
     fn reduce_scatter_in_place_offset(&self, _chunk_bytes: usize) -> usize {
         0

@@ -1,7 +1,7 @@
 //! all_gather: each rank contributes count/n elements; every rank ends with all of
 //! them in rank order. busbw factor (n−1)/n. In place, a rank's input is its own
 //! chunk of the output buffer (NCCL's and MPI's convention alike).
-use super::{data, Collective, Layout, Params};
+use super::{Collective, Layout, Params, Pattern, Run, Source};
 use crate::backend::CollKind;
 
 pub struct AllGather;
@@ -22,21 +22,30 @@ impl Collective for AllGather {
     fn bus_factor(&self, n: usize) -> f64 {
         super::n_minus_one_over_n(n)
     }
-    fn input(&self, p: &Params, rank: usize, i: usize) -> Option<f64> {
-        Some(data::plain_input(rank, rank * p.chunk() + i))
-    }
-    fn in_place_input(&self, p: &Params, rank: usize, i: usize) -> Option<f64> {
+    fn input(&self, p: &Params, rank: usize) -> Pattern {
         let c = p.chunk();
-        (i / c == rank).then(|| data::plain_input(rank, i))
+        Pattern::new(*p, vec![Run::new(0, c, Source::Plain { rank }, rank * c)])
     }
-    fn expected(
-        &self,
-        p: &Params,
-        _rank: usize,
-        i: usize,
-        _in_place: bool,
-        _rs: usize,
-    ) -> Option<f64> {
-        Some(data::plain_input(i / p.chunk(), i))
+    fn in_place_input(&self, p: &Params, rank: usize) -> Pattern {
+        // This rank's chunk at its place; the rest is output, poisoned.
+        let c = p.chunk();
+        let runs = (0..p.n)
+            .map(|q| {
+                let src = if q == rank {
+                    Source::Plain { rank }
+                } else {
+                    Source::Poison
+                };
+                Run::new(q * c, c, src, q * c)
+            })
+            .collect();
+        Pattern::new(*p, runs)
+    }
+    fn expected(&self, p: &Params, _rank: usize, _in_place: bool, _rs: usize) -> Pattern {
+        let c = p.chunk();
+        let runs = (0..p.n)
+            .map(|q| Run::new(q * c, c, Source::Plain { rank: q }, q * c))
+            .collect();
+        Pattern::new(*p, runs)
     }
 }

@@ -1,6 +1,6 @@
 //! all_reduce: every rank ends with the reduction of all ranks' buffers.
 //! busbw factor 2(n−1)/n: a ring sends and receives 2(n−1)/n of the data per rank.
-use super::{data, Collective, Layout, Params};
+use super::{Collective, Layout, Params, Pattern, Source};
 use crate::backend::CollKind;
 
 pub struct AllReduce;
@@ -18,17 +18,10 @@ impl Collective for AllReduce {
     fn bus_factor(&self, n: usize) -> f64 {
         2.0 * super::n_minus_one_over_n(n)
     }
-    fn input(&self, p: &Params, rank: usize, i: usize) -> Option<f64> {
-        Some(data::reduce_input(p.op, p.n, rank, i))
+    fn input(&self, p: &Params, rank: usize) -> Pattern {
+        Pattern::one(*p, 0, p.count, Source::ReduceInput { rank })
     }
-    fn expected(
-        &self,
-        p: &Params,
-        _rank: usize,
-        i: usize,
-        _in_place: bool,
-        _rs: usize,
-    ) -> Option<f64> {
-        Some(data::reduce_expected(p.op, p.dtype, p.n, i))
+    fn expected(&self, p: &Params, _rank: usize, _in_place: bool, _rs: usize) -> Pattern {
+        Pattern::one(*p, 0, p.count, Source::ReduceExpected)
     }
 }

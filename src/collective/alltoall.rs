@@ -1,6 +1,6 @@
 //! alltoall: rank r's block q (count/n elements) goes to rank q, which stores it as
 //! block r. busbw factor (n−1)/n.
-use super::{data, Collective, Layout, Params};
+use super::{Collective, Layout, Params, Pattern, Run, Source};
 use crate::backend::CollKind;
 
 pub struct AllToAll;
@@ -22,19 +22,15 @@ impl Collective for AllToAll {
     fn bus_factor(&self, n: usize) -> f64 {
         super::n_minus_one_over_n(n)
     }
-    fn input(&self, _p: &Params, rank: usize, i: usize) -> Option<f64> {
-        Some(data::plain_input(rank, i))
+    fn input(&self, p: &Params, rank: usize) -> Pattern {
+        Pattern::one(*p, 0, p.chunk() * p.n, Source::Plain { rank })
     }
-    fn expected(
-        &self,
-        p: &Params,
-        rank: usize,
-        i: usize,
-        _in_place: bool,
-        _rs: usize,
-    ) -> Option<f64> {
+    fn expected(&self, p: &Params, rank: usize, _in_place: bool, _rs: usize) -> Pattern {
+        // Block q comes from rank q: its block for this rank.
         let c = p.chunk();
-        let (from, j) = (i / c, i % c);
-        Some(data::plain_input(from, rank * c + j))
+        let runs = (0..p.n)
+            .map(|q| Run::new(q * c, c, Source::Plain { rank: q }, rank * c))
+            .collect();
+        Pattern::new(*p, runs)
     }
 }

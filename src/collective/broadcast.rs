@@ -1,5 +1,5 @@
 //! broadcast: the root's buffer reaches every rank. busbw factor 1.
-use super::{data, Collective, Layout, Params};
+use super::{Collective, Layout, Params, Pattern, Source};
 use crate::backend::CollKind;
 
 pub struct Broadcast;
@@ -17,17 +17,15 @@ impl Collective for Broadcast {
     fn bus_factor(&self, _n: usize) -> f64 {
         1.0
     }
-    fn input(&self, p: &Params, rank: usize, i: usize) -> Option<f64> {
-        (rank == p.root).then(|| data::plain_input(rank, i))
+    fn input(&self, p: &Params, rank: usize) -> Pattern {
+        let src = if rank == p.root {
+            Source::Plain { rank }
+        } else {
+            Source::Poison
+        };
+        Pattern::one(*p, 0, p.count, src)
     }
-    fn expected(
-        &self,
-        p: &Params,
-        _rank: usize,
-        i: usize,
-        _in_place: bool,
-        _rs: usize,
-    ) -> Option<f64> {
-        Some(data::plain_input(p.root, i))
+    fn expected(&self, p: &Params, _rank: usize, _in_place: bool, _rs: usize) -> Pattern {
+        Pattern::one(*p, 0, p.count, Source::Plain { rank: p.root })
     }
 }

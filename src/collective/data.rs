@@ -130,11 +130,10 @@ pub fn roundtrip(dtype: Dtype, v: f64) -> f64 {
     decode(dtype, &b[..dtype.size()])
 }
 
-/// Whether `have` is the right result `want`. Exact, except where the exact value
-/// is not representable in the type: an average of floats, or sums past the type's
-/// exact-integer range (bf16 above 256, f16 above 2048), which get the type's
-/// relative precision.
-pub fn matches(dtype: Dtype, op: RedOp, have: f64, want: f64) -> bool {
+/// Whether the exact result `want` cannot be held by the type, and the relative
+/// precision that applies then: an average of floats, or sums past the type's
+/// exact-integer range (bf16 above 256, f16 above 2048).
+fn inexact(dtype: Dtype, op: RedOp, want: f64) -> Option<f64> {
     let exact_limit = match dtype {
         Dtype::Bf16 => 256.0,
         Dtype::F16 => 2048.0,
@@ -147,11 +146,27 @@ pub fn matches(dtype: Dtype, op: RedOp, have: f64, want: f64) -> bool {
         Dtype::F64 => 1e-12,
         Dtype::I32 | Dtype::U8 => 0.0,
     };
-    let inexact = (op == RedOp::Avg && dtype.is_float()) || want.abs() > exact_limit;
-    if inexact {
-        (have - want).abs() <= rel * want.abs().max(1.0)
+    ((op == RedOp::Avg && dtype.is_float()) || want.abs() > exact_limit).then_some(rel)
+}
+
+/// Whether `have` is the right result `want`. Exact, except where the exact value
+/// is not representable in the type ([`inexact`]), which gets the type's relative
+/// precision.
+pub fn matches(dtype: Dtype, op: RedOp, have: f64, want: f64) -> bool {
+    let (value, tol) = tolerance(dtype, op, want);
+    if tol > 0.0 {
+        (have - value).abs() <= tol
     } else {
-        have == roundtrip(dtype, want)
+        have == value
+    }
+}
+
+/// [`matches`] as a value and an absolute tolerance, the form the GPU check takes:
+/// `have` matches when `|have - value| <= tol` (for `tol == 0`: `have == value`).
+pub fn tolerance(dtype: Dtype, op: RedOp, want: f64) -> (f64, f64) {
+    match inexact(dtype, op, want) {
+        Some(rel) => (want, rel * want.abs().max(1.0)),
+        None => (roundtrip(dtype, want), 0.0),
     }
 }
 

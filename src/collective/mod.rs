@@ -12,14 +12,16 @@ pub mod all_reduce;
 pub mod alltoall;
 pub mod broadcast;
 pub mod data;
+pub mod pattern;
 pub mod reduce;
 pub mod reduce_scatter;
 pub mod sendrecv;
 
 use crate::backend::{CollKind, Dtype, RedOp};
+pub use pattern::{Mismatch, Pattern, Run, Source};
 
 /// What a collective needs to know about one call.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Params {
     /// Ranks in the group.
     pub n: usize,
@@ -59,25 +61,19 @@ pub trait Collective: Sync {
         false
     }
     fn layout(&self, p: &Params) -> Layout;
-    /// busbw = algbw × this (nccl-tests' convention; see REFERENCE.md).
+    /// busbw = algbw × this (nccl-tests' convention, its doc/PERFORMANCE.md).
     fn bus_factor(&self, n: usize) -> f64;
-    /// Value at element `i` of `rank`'s send buffer (None: not read by the call).
-    fn input(&self, p: &Params, rank: usize, i: usize) -> Option<f64>;
-    /// Value at element `i` of `rank`'s single in-place buffer before the call.
-    fn in_place_input(&self, p: &Params, rank: usize, i: usize) -> Option<f64> {
-        self.input(p, rank, i)
+    /// What `rank`'s send buffer ([`Layout::send`] elements) holds before the call.
+    fn input(&self, p: &Params, rank: usize) -> Pattern;
+    /// What `rank`'s single in-place buffer ([`Layout::in_place`] elements) holds
+    /// before the call.
+    fn in_place_input(&self, p: &Params, rank: usize) -> Pattern {
+        self.input(p, rank)
     }
-    /// Expected value at element `i` of `rank`'s output (recv buffer, or the in-place
-    /// buffer; `rs_offset` is where an in-place reduce_scatter leaves its chunk, in
-    /// elements). None: this element is not checked.
-    fn expected(
-        &self,
-        p: &Params,
-        rank: usize,
-        i: usize,
-        in_place: bool,
-        rs_offset: usize,
-    ) -> Option<f64>;
+    /// What `rank`'s output (the receive buffer, or the in-place buffer) must hold
+    /// after the call; elements outside the runs are not checked. `rs_offset` is where
+    /// an in-place reduce_scatter leaves its chunk, in elements.
+    fn expected(&self, p: &Params, rank: usize, in_place: bool, rs_offset: usize) -> Pattern;
 }
 
 /// Every collective, in nccl-tests' order.
@@ -119,40 +115,6 @@ pub fn n_minus_one_over_n(n: usize) -> f64 {
 pub fn bandwidths(kind: CollKind, bytes: u64, seconds: f64, n: usize) -> (f64, f64) {
     let alg = crate::units::GBps::from_bytes_secs(bytes, seconds).0;
     (alg, alg * get(kind).bus_factor(n))
-}
-
-/// Fill a rank's buffer (`elems` elements) from a value function; unread elements get
-/// the poison value so a collective that forgets to write them is caught.
-pub fn fill(dtype: Dtype, elems: usize, value: impl Fn(usize) -> Option<f64>) -> Vec<u8> {
-    let mut out = vec![0u8; elems * dtype.size()];
-    for i in 0..elems {
-        let v = value(i).unwrap_or(data::POISON);
-        data::encode(dtype, v, &mut out[i * dtype.size()..(i + 1) * dtype.size()]);
-    }
-    out
-}
-
-/// Count elements of `got` that differ from the expected values; also return the
-/// first wrong index for the message.
-pub fn count_wrong(
-    dtype: Dtype,
-    op: RedOp,
-    got: &[u8],
-    expected: impl Fn(usize) -> Option<f64>,
-) -> (u64, Option<usize>) {
-    let es = dtype.size();
-    let mut wrong = 0u64;
-    let mut first = None;
-    for i in 0..got.len() / es {
-        if let Some(want) = expected(i) {
-            let have = data::decode(dtype, &got[i * es..(i + 1) * es]);
-            if !data::matches(dtype, op, have, want) {
-                wrong += 1;
-                first.get_or_insert(i);
-            }
-        }
-    }
-    (wrong, first)
 }
 
 #[cfg(test)]
@@ -203,12 +165,13 @@ mod tests {
                 let len = if in_place { l.in_place() } else { l.send };
                 (0..len)
                     .map(|i| {
-                        if in_place {
-                            c.in_place_input(p, r, i)
+                        let pat = if in_place {
+                            c.in_place_input(p, r)
                         } else {
-                            c.input(p, r, i)
-                        }
-                        .unwrap_or(data::POISON)
+                            c.input(p, r)
+                        };
+                        // An input buffer is written whole: poison where no data.
+                        pat.at(i).expect("input patterns cover their buffer")
                     })
                     .collect()
             })
@@ -292,8 +255,11 @@ mod tests {
                             let c = get(kind);
                             let rs_off = p.rank_chunk_offset_for_test(in_place);
                             for (r, out) in sim.iter().enumerate() {
+                                let pat = c.expected(&p, r, in_place, rs_off(r));
+                                let len = out.len();
+                                assert!(pat.end() <= len, "{kind} expects past its buffer");
                                 for (i, want) in out.iter().enumerate() {
-                                    let exp = c.expected(&p, r, i, in_place, rs_off(r));
+                                    let exp = pat.at(i);
                                     if let (Some(w), Some(e)) = (want, exp) {
                                         assert!(
                                             data::matches(dtype, op, data::roundtrip(dtype, *w), e),
@@ -333,17 +299,38 @@ mod tests {
             root: 0,
         };
         let c = get(CollKind::AllReduce);
-        let mut got = fill(Dtype::F32, 64, |i| c.expected(&p, 0, i, false, 0));
-        assert_eq!(
-            count_wrong(Dtype::F32, RedOp::Sum, &got, |i| c
-                .expected(&p, 0, i, false, 0))
-            .0,
-            0
-        );
+        let want = c.expected(&p, 0, false, 0);
+        let mut got = vec![0u8; 64 * 4];
+        pattern::fill_host(&want, &mut got).unwrap();
+        assert_eq!(pattern::check_host(&want, &got).unwrap().wrong, 0);
         got[17 * 4] ^= 0x01;
-        let (wrong, first) = count_wrong(Dtype::F32, RedOp::Sum, &got, |i| {
-            c.expected(&p, 0, i, false, 0)
-        });
-        assert_eq!((wrong, first), (1, Some(17)));
+        let m = pattern::check_host(&want, &got).unwrap();
+        assert_eq!((m.wrong, m.first), (1, Some(17)));
+    }
+
+    #[test]
+    fn input_patterns_cover_their_buffers_and_stay_inside() {
+        for n in [1usize, 2, 5] {
+            for kind in CollKind::ALL {
+                let p = Params {
+                    n,
+                    count: 12 * n,
+                    dtype: Dtype::I32,
+                    op: RedOp::Sum,
+                    root: n - 1,
+                };
+                let c = get(kind);
+                let l = c.layout(&p);
+                for r in 0..n {
+                    for (pat, len) in [
+                        (c.input(&p, r), l.send),
+                        (c.in_place_input(&p, r), l.in_place()),
+                    ] {
+                        assert_eq!(pat.elements(), len, "{kind} n={n} rank {r}");
+                        assert!((0..len).all(|i| pat.at(i).is_some()), "{kind} gap");
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! reduce: the reduction of all ranks' buffers lands on the root only. busbw factor 1.
-use super::{data, Collective, Layout, Params};
+use super::{Collective, Layout, Params, Pattern, Source};
 use crate::backend::CollKind;
 
 pub struct Reduce;
@@ -17,17 +17,11 @@ impl Collective for Reduce {
     fn bus_factor(&self, _n: usize) -> f64 {
         1.0
     }
-    fn input(&self, p: &Params, rank: usize, i: usize) -> Option<f64> {
-        Some(data::reduce_input(p.op, p.n, rank, i))
+    fn input(&self, p: &Params, rank: usize) -> Pattern {
+        Pattern::one(*p, 0, p.count, Source::ReduceInput { rank })
     }
-    fn expected(
-        &self,
-        p: &Params,
-        rank: usize,
-        i: usize,
-        _in_place: bool,
-        _rs: usize,
-    ) -> Option<f64> {
-        (rank == p.root).then(|| data::reduce_expected(p.op, p.dtype, p.n, i))
+    fn expected(&self, p: &Params, rank: usize, _in_place: bool, _rs: usize) -> Pattern {
+        let len = if rank == p.root { p.count } else { 0 };
+        Pattern::one(*p, 0, len, Source::ReduceExpected)
     }
 }

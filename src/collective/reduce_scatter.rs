@@ -2,7 +2,7 @@
 //! keeps chunk r. busbw factor (n−1)/n. In place, NCCL leaves the chunk at offset
 //! r·chunk of the buffer while MPI_IN_PLACE leaves it at 0: the backend says which
 //! (`rs` offset, in elements).
-use super::{data, Collective, Layout, Params};
+use super::{Collective, Layout, Params, Pattern, Run, Source};
 use crate::backend::CollKind;
 
 pub struct ReduceScatter;
@@ -23,26 +23,15 @@ impl Collective for ReduceScatter {
     fn bus_factor(&self, n: usize) -> f64 {
         super::n_minus_one_over_n(n)
     }
-    fn input(&self, p: &Params, rank: usize, i: usize) -> Option<f64> {
-        Some(data::reduce_input(p.op, p.n, rank, i))
+    fn input(&self, p: &Params, rank: usize) -> Pattern {
+        Pattern::one(*p, 0, p.chunk() * p.n, Source::ReduceInput { rank })
     }
-    fn expected(
-        &self,
-        p: &Params,
-        rank: usize,
-        i: usize,
-        in_place: bool,
-        rs: usize,
-    ) -> Option<f64> {
+    fn expected(&self, p: &Params, rank: usize, in_place: bool, rs: usize) -> Pattern {
         let c = p.chunk();
-        let j = if in_place {
-            if i < rs || i >= rs + c {
-                return None;
-            }
-            i - rs
-        } else {
-            i
-        };
-        Some(data::reduce_expected(p.op, p.dtype, p.n, rank * c + j))
+        let start = if in_place { rs } else { 0 };
+        Pattern::new(
+            *p,
+            vec![Run::new(start, c, Source::ReduceExpected, rank * c)],
+        )
     }
 }

@@ -1,6 +1,6 @@
 //! sendrecv: a ring neighbour exchange — every rank sends its buffer to rank r+1 and
 //! receives rank r−1's, all at once. busbw factor 1.
-use super::{data, Collective, Layout, Params};
+use super::{Collective, Layout, Params, Pattern, Source};
 use crate::backend::CollKind;
 
 pub struct SendRecv;
@@ -18,17 +18,11 @@ impl Collective for SendRecv {
     fn bus_factor(&self, _n: usize) -> f64 {
         1.0
     }
-    fn input(&self, _p: &Params, rank: usize, i: usize) -> Option<f64> {
-        Some(data::plain_input(rank, i))
+    fn input(&self, p: &Params, rank: usize) -> Pattern {
+        Pattern::one(*p, 0, p.count, Source::Plain { rank })
     }
-    fn expected(
-        &self,
-        p: &Params,
-        rank: usize,
-        i: usize,
-        _in_place: bool,
-        _rs: usize,
-    ) -> Option<f64> {
-        Some(data::plain_input((rank + p.n - 1) % p.n, i))
+    fn expected(&self, p: &Params, rank: usize, _in_place: bool, _rs: usize) -> Pattern {
+        let from = (rank + p.n - 1) % p.n;
+        Pattern::one(*p, 0, p.count, Source::Plain { rank: from })
     }
 }

@@ -418,6 +418,8 @@ mod tests {
             busbw_mean_gbps: busbw,
             wrong: Some(0),
             wrong_ranks: vec![],
+            wall_s: 0.0,
+            in_calls_s: 0.0,
         }
     }
 

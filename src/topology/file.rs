@@ -275,7 +275,7 @@ impl Topology {
     ///
     /// - intra: the file's `[intra]`; inter and rails (one rank per node): `[inter]`;
     /// - pairs and world: their own section when the file has one; else, across
-    ///   nodes, REFERENCE.md's relation per-NIC rate = busbw·(k−1)/(n−1) turned
+    ///   nodes, the relation per-NIC rate = busbw·(k−1)/(n−1) turned
     ///   around — `inter`·(n−1)/(k−1) — capped by the intra-node expectation; on one
     ///   node, `[intra]`.
     pub fn expectation(

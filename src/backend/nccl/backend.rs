@@ -19,12 +19,14 @@
 //!   race), so their in-place variant first copies the buffer to a scratch buffer on
 //!   the stream and sends from that copy; the copy is inside the timed region.
 use super::device::{cuda_error, Device, DeviceBuffer, StreamState};
+use super::kernels::{self, Kernels, COUNTERS};
 use super::library::{
     dtype as ndt, redop, Config, NcclLib, NcclResult, RawComm, RawStream, UniqueId,
     NCCL_IN_PROGRESS, NCCL_SUCCESS, UNIQUE_ID_BYTES,
 };
 use crate::backend::{Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
 use crate::cli::GlobalArgs;
+use crate::collective::{Mismatch, Pattern};
 use crate::error::Agreed;
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
@@ -145,6 +147,10 @@ pub struct NcclBackend {
     events: RefCell<Vec<sys::CUevent>>,
     /// Scratch for in-place alltoall/sendrecv.
     scratch: RefCell<Option<DeviceBuffer>>,
+    /// Device copy of a fill's or check's tables and counters.
+    tables: RefCell<Option<DeviceBuffer>>,
+    /// The fill/check kernels, loaded on first use.
+    kernels: RefCell<Option<Kernels>>,
     /// Deadline for steps without their own (init, copies, teardown).
     timeout: Duration,
     watchdog: Arc<Watchdog>,
@@ -173,6 +179,8 @@ impl NcclBackend {
             aborted: RefCell::new(None),
             events: RefCell::new(Vec::new()),
             scratch: RefCell::new(None),
+            tables: RefCell::new(None),
+            kernels: RefCell::new(None),
             timeout,
             watchdog,
         };
@@ -423,12 +431,42 @@ impl NcclBackend {
 
     /// A scratch buffer of at least `bytes`; its address.
     fn scratch(&self, bytes: usize) -> Result<sys::CUdeviceptr> {
-        let mut s = self.scratch.borrow_mut();
+        self.grown(&self.scratch, bytes)
+    }
+
+    /// The buffer in `slot`, reallocated when smaller than `bytes`; its address.
+    fn grown(
+        &self,
+        slot: &RefCell<Option<DeviceBuffer>>,
+        bytes: usize,
+    ) -> Result<sys::CUdeviceptr> {
+        let mut s = slot.borrow_mut();
         if s.as_ref().map(|b| b.len() < bytes).unwrap_or(true) {
             *s = None; // free the old one first
             *s = Some(DeviceBuffer::alloc(&self.device, bytes)?);
         }
         Ok(s.as_ref().map(|b| b.ptr()).unwrap_or(0))
+    }
+
+    /// The fill/check kernels, JIT-loaded on first use.
+    fn kernels(&self) -> Result<std::cell::Ref<'_, Kernels>> {
+        if self.kernels.borrow().is_none() {
+            let k = Kernels::load(&self.device)?;
+            *self.kernels.borrow_mut() = Some(k);
+        }
+        std::cell::Ref::filter_map(self.kernels.borrow(), Option::as_ref)
+            .map_err(|_| anyhow!("burnin's kernels are not loaded"))
+    }
+
+    /// Copy `bytes` to the tables buffer on the stream; its device address.
+    fn stage_tables(&self, bytes: &[u8]) -> Result<sys::CUdeviceptr> {
+        let dev = self.grown(&self.tables, bytes.len().max(8))?;
+        // SAFETY: the tables buffer holds at least bytes.len() bytes (grown above) and
+        // is used only by work queued after this copy on the same stream; from
+        // pageable memory the driver has read `bytes` before it returns.
+        unsafe { result::memcpy_htod_async(dev, bytes, self.device.raw_stream()) }
+            .map_err(|e| cuda_error("copying fill/check tables to the GPU", e))?;
+        Ok(dev)
     }
 
     /// Queue one call on the stream.
@@ -614,6 +652,11 @@ impl Drop for NcclBackend {
         if self.device.bind().is_ok() {
             let events = std::mem::take(self.events.get_mut());
             self.device.destroy_events(&events);
+            if let Some(k) = self.kernels.get_mut().take() {
+                if !self.device.is_poisoned() {
+                    k.unload(); // a poisoned GPU may still run them: leak instead
+                }
+            }
         }
         // The scratch buffer and the device drop after this (freed unless poisoned).
     }
@@ -689,6 +732,60 @@ impl Backend for NcclBackend {
             Bytes(dst.len() as u64),
             self.device.ordinal()
         ))
+    }
+    fn fill(&self, buf: &mut Buffer, pat: &Pattern) -> Result<()> {
+        let d = self.device_buffer(buf)?;
+        kernels::check_bounds(pat, d.len())?;
+        if pat.elements() == 0 {
+            return Ok(());
+        }
+        self.alive("filling a buffer on the GPU")?;
+        self.device.bind()?;
+        let k = self.kernels()?;
+        let staged = kernels::stage(pat, false);
+        let tables = self.stage_tables(&staged.bytes)?;
+        // SAFETY: `d` holds pat.end() elements (checked above) and `tables` the
+        // staged bytes; both live until the stream is idle (waited for below, or the
+        // device is poisoned and nothing is freed).
+        unsafe {
+            kernels::fill(&k, self.device.raw_stream(), pat, &staged, d.ptr(), tables)?;
+        }
+        self.wait_copy(&format!(
+            "filling {} elements on GPU {}",
+            pat.elements(),
+            self.device.ordinal()
+        ))
+    }
+    fn check(&self, buf: &Buffer, pat: &Pattern) -> Result<Mismatch> {
+        let d = self.device_buffer(buf)?;
+        kernels::check_bounds(pat, d.len())?;
+        if pat.elements() == 0 {
+            return Ok(Mismatch::default());
+        }
+        self.alive("checking a buffer on the GPU")?;
+        self.device.bind()?;
+        let k = self.kernels()?;
+        let staged = kernels::stage(pat, true);
+        let dev = self.stage_tables(&staged.bytes)?;
+        // SAFETY: as in `fill`; the counters are the first COUNTERS u64s of `dev`.
+        unsafe {
+            kernels::check(&k, self.device.raw_stream(), pat, &staged, d.ptr(), dev)?;
+        }
+        let mut counters = [0u64; COUNTERS];
+        let mut raw = [0u8; COUNTERS * 8];
+        // SAFETY: `dev` starts with COUNTERS u64s (stage); the copy is ordered after
+        // the check kernels on the stream and lands in a live host array.
+        unsafe { result::memcpy_dtoh_async(&mut raw[..], dev, self.device.raw_stream()) }
+            .map_err(|e| cuda_error("copying check counters from the GPU", e))?;
+        self.wait_copy(&format!(
+            "checking {} elements on GPU {}",
+            pat.elements(),
+            self.device.ordinal()
+        ))?;
+        for (c, b) in counters.iter_mut().zip(raw.chunks_exact(8)) {
+            *c = u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+        }
+        Ok(kernels::mismatch(&counters))
     }
     fn reduce_scatter_in_place_offset(&self, chunk_bytes: usize) -> usize {
         self.rank * chunk_bytes

@@ -569,7 +569,7 @@ mod tests {
 
     #[test]
     fn config_header_matches_the_loaded_version() {
-        // 2.28: 80 bytes (REFERENCE.md, and nvidia-nccl-cu13 2.28.9's nccl.h).
+        // 2.28: 80 bytes (sizeof(ncclConfig_t) in nvidia-nccl-cu13 2.28.9's nccl.h).
         let c = Config::non_blocking(NcclVersion::new(2, 28, 9)).unwrap();
         assert_eq!((c.size, c.magic, c.version), (80, 0xcafebeef, 22809));
         assert_eq!(c.blocking, 0);

@@ -18,6 +18,7 @@
 //! block with the invariant it relies on.
 pub mod backend;
 pub mod device;
+pub mod kernels;
 pub mod library;
 pub mod locate;
 

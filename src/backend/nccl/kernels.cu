@@ -1,0 +1,142 @@
+// burnin's two GPU kernels: fill a buffer with a periodic table, and count the
+// elements that differ from one (src/collective/pattern.rs explains the tables).
+//
+// The binary embeds the PTX that `launch/ptx` makes from this file with clang (no
+// CUDA toolkit: no headers, no libdevice), for sm_52 so that every driver's JIT
+// compiles it for its GPU. The GPU twin (tests/gpu-twin) compiles this same file
+// for the host with BURNIN_KERNEL_HOST defined, so CI runs these exact loops.
+//
+// Both kernels walk the elements with a grid-stride loop and keep the table index
+// incrementally (one modulo per thread, not per element).
+
+typedef unsigned long long u64;
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+#ifndef BURNIN_KERNEL_HOST
+#define KERNEL extern "C" __attribute__((global))
+#define DEVICE static __attribute__((device)) inline
+#define THREAD_INDEX                                                                  \
+  ((u64)__nvvm_read_ptx_sreg_ctaid_x() * (u64)__nvvm_read_ptx_sreg_ntid_x() +           \
+   (u64)__nvvm_read_ptx_sreg_tid_x())
+#define THREAD_COUNT ((u64)__nvvm_read_ptx_sreg_nctaid_x() * (u64)__nvvm_read_ptx_sreg_ntid_x())
+#define ATOMIC_ADD(p, v) ((u64)__nvvm_atom_add_gen_ll((long long *)(p), (long long)(v)))
+#define ATOMIC_MIN(p, v) __nvvm_atom_min_gen_ull((p), (v))
+DEVICE float half_to_float(u16 h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+#else
+// Host build for the twin: the launch runs one "thread" that covers the whole grid.
+#define KERNEL extern "C"
+#define DEVICE static inline
+#define THREAD_INDEX ((u64)0)
+#define THREAD_COUNT ((u64)1)
+DEVICE u64 atomic_add_host(u64 *p, u64 v) {
+  u64 old = *p;
+  *p = old + v;
+  return old;
+}
+DEVICE void atomic_min_host(u64 *p, u64 v) {
+  if (v < *p) *p = v;
+}
+#define ATOMIC_ADD(p, v) atomic_add_host((p), (v))
+#define ATOMIC_MIN(p, v) atomic_min_host((p), (v))
+DEVICE float half_to_float(u16 h) {
+  u32 sign = (u32)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    exp = 113;
+    while (!(man & 0x400)) {
+      man <<= 1;
+      exp--;
+    }
+    bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+  }
+  union {
+    u32 u;
+    float f;
+  } c;
+  c.u = bits;
+  return c.f;
+}
+#endif
+
+// Element types, as burnin's Dtype::kernel_code numbers them.
+#define DT_F32 0
+#define DT_F64 1
+#define DT_F16 2
+#define DT_BF16 3
+#define DT_I32 4
+#define DT_U8 5
+
+// Counters of a check: [0] wrong elements, [1] lowest wrong position (starts at
+// ~0), [2 .. 2 + SAMPLE] positions of some wrong elements.
+#define SAMPLE 8
+
+// dst[i] = table[(phase + i) % period] for i < len; elements of `es` bytes (1, 2, 4
+// or 8; the table and dst aligned to it).
+KERNEL void burnin_fill(u8 *dst, u64 es, u64 len, const u8 *table, u64 period, u64 phase) {
+  u64 i = THREAD_INDEX, stride = THREAD_COUNT;
+  if (i >= len) return;
+  u64 k = (phase + i) % period, step = stride % period;
+  for (; i < len; i += stride) {
+    switch (es) {
+      case 1: dst[i] = table[k]; break;
+      case 2: ((u16 *)dst)[i] = ((const u16 *)table)[k]; break;
+      case 4: ((u32 *)dst)[i] = ((const u32 *)table)[k]; break;
+      default: ((u64 *)dst)[i] = ((const u64 *)table)[k]; break;
+    }
+    k += step;
+    if (k >= period) k -= period;
+  }
+}
+
+DEVICE double load(const u8 *buf, u32 dtype, u64 i) {
+  switch (dtype) {
+    case DT_F32: return (double)((const float *)buf)[i];
+    case DT_F64: return ((const double *)buf)[i];
+    case DT_F16: return (double)half_to_float(((const u16 *)buf)[i]);
+    case DT_BF16: {
+      union {
+        u32 u;
+        float f;
+      } c;
+      c.u = (u32)((const u16 *)buf)[i] << 16;
+      return (double)c.f;
+    }
+    case DT_I32: return (double)((const int *)buf)[i];
+    default: return (double)buf[i];
+  }
+}
+
+// Count elements i < len of `buf` whose value v has |v - want| > tol, with (want,
+// tol) = want_tol[2k], want_tol[2k + 1] for k = (phase + i) % period (tol 0: v must
+// equal want). Wrong positions are reported as base + i.
+KERNEL void burnin_check(const u8 *buf, u32 dtype, u64 len, const double *want_tol, u64 period,
+                         u64 phase, u64 base, u64 *counters) {
+  u64 i = THREAD_INDEX, stride = THREAD_COUNT;
+  if (i >= len) return;
+  u64 k = (phase + i) % period, step = stride % period;
+  for (; i < len; i += stride) {
+    double have = load(buf, dtype, i), want = want_tol[2 * k], tol = want_tol[2 * k + 1];
+    double d = have - want;
+    if (d < 0) d = -d;
+    // NaN fails both comparisons: wrong.
+    int ok = tol > 0 ? (d <= tol) : (have == want);
+    if (!ok) {
+      u64 slot = ATOMIC_ADD(&counters[0], 1);
+      ATOMIC_MIN(&counters[1], base + i);
+      if (slot < SAMPLE) counters[2 + slot] = base + i;
+    }
+    k += step;
+    if (k >= period) k -= period;
+  }
+}
