@@ -145,6 +145,10 @@ pub struct AcceptanceRecord {
     pub jobs: Vec<JobRecord>,
     /// The verdict as judged at the end of the run (`burnin report` judges again).
     pub criteria: Vec<Criterion>,
+    /// The training's gradient all-reduce against the sweep's at the bucket size,
+    /// when both phases ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comm_efficiency: Option<crate::results::comm::CommEfficiency>,
     /// pass or fail, once finished.
     pub outcome: Option<String>,
 }
@@ -727,6 +731,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         finished_unix: None,
         jobs: Vec::new(),
         criteria: Vec::new(),
+        comm_efficiency: None,
         outcome: None,
     };
     let mut r = Runner {
@@ -798,6 +803,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     let criteria = verdict::judge(&data);
     let pass = verdict::passed(&criteria);
     r.record.criteria = criteria.clone();
+    r.record.comm_efficiency = data.comm_efficiency();
     r.record.outcome = Some(if pass { "pass" } else { "fail" }.into());
     r.save()?;
     crate::report::render_dir(&out, &out)?;

@@ -305,6 +305,11 @@ pub struct TrainCriteria {
     /// Median step time ceiling, ms.
     #[serde(default)]
     pub max_step_p50_ms: Option<f64>,
+    /// The training's gradient all-reduce busbw at its bucket size as a fraction of
+    /// the sweep's world-tier all_reduce busbw at the same size (needs both phases;
+    /// the sweep's sizes must reach the bucket size).
+    #[serde(default)]
+    pub min_comm_efficiency: Option<f64>,
 }
 
 impl Default for TrainCriteria {
@@ -313,6 +318,7 @@ impl Default for TrainCriteria {
             min_ckpt_write_gbps: None,
             resume_parity: true,
             max_step_p50_ms: None,
+            min_comm_efficiency: None,
         }
     }
 }

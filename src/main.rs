@@ -76,6 +76,13 @@ fn run(cli: Cli) -> i32 {
     }
     // Environment for the transport logs: while this is the only thread, before MPI.
     transport::prepare(&cli);
+    if matches!(cli.command, Command::Train(_) | Command::Smoke(_))
+        && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none()
+    {
+        // cuBLAS reads it at its first handle (deterministic GEMMs on CUDA); setting
+        // it later, once MPI's threads run, would be a data race on the environment.
+        std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
+    }
     // Before MPI starts threads, so they inherit the signal mask (see interrupt.rs).
     interrupt::install();
     transport::start_forwarder();

@@ -270,6 +270,8 @@ enum HostMemory {
     Heap(std::alloc::Layout),
     /// `mmap` of `len` bytes at `base` (large buffers; `ptr` is 2 MiB-aligned in it).
     Mapped { base: *mut libc::c_void, len: usize },
+    /// Memory someone else owns (a tensor's storage): never freed here.
+    Borrowed,
 }
 
 // SAFETY: HostBuffer uniquely owns its memory (like a Vec<u8>); shared access only
@@ -326,9 +328,23 @@ impl HostBuffer {
             memory: HostMemory::Heap(layout),
         })
     }
+    /// A buffer over `len` bytes at `ptr` that the caller owns (the storage of a
+    /// tensor a collective works on in place).
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` must be initialised memory, aligned for every element type,
+    /// that stays allocated and is not accessed otherwise while the buffer lives.
+    pub unsafe fn borrowed(ptr: std::ptr::NonNull<u8>, len: usize) -> HostBuffer {
+        HostBuffer {
+            ptr,
+            len,
+            memory: HostMemory::Borrowed,
+        }
+    }
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: the memory holds at least `len` initialised bytes (zeroed by the
-        // allocator, or a fresh anonymous mapping, which reads as zeros).
+        // allocator, a fresh anonymous mapping, which reads as zeros, or the
+        // initialised memory `borrowed` was promised).
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
@@ -346,8 +362,17 @@ impl Drop for HostBuffer {
             HostMemory::Mapped { base, len } => unsafe {
                 libc::munmap(base, len);
             },
+            HostMemory::Borrowed => {}
         }
     }
+}
+
+/// Where a backend's buffers live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    Host,
+    /// The CUDA device of this ordinal.
+    Gpu(usize),
 }
 
 /// Where a collective's input and output live.
@@ -391,6 +416,18 @@ pub trait Backend {
     /// Compare `buf` with `expected`'s runs where the buffer lives; only the counts of
     /// wrong elements come back.
     fn check(&self, buf: &Buffer, expected: &Pattern) -> Result<Mismatch>;
+    /// Where this backend's buffers live: host memory (MPI) or one GPU (NCCL).
+    fn memory(&self) -> Memory;
+    /// A buffer over memory the caller owns, where [`Backend::memory`] says (the
+    /// storage of a tensor that a collective reduces in place: no copy). On a GPU,
+    /// calls on it first wait for the work queued on the device's default stream
+    /// (where libtorch queued whatever wrote it).
+    ///
+    /// # Safety
+    /// `addr` must address `bytes` bytes of such memory, aligned for every element
+    /// type, that stay allocated while the buffer lives and are touched by nothing
+    /// else while a call on it runs.
+    unsafe fn borrow(&self, addr: usize, bytes: usize) -> Result<Buffer>;
     /// Offset in bytes of this rank's output in an in-place reduce_scatter
     /// (NCCL: rank × chunk; MPI's `MPI_IN_PLACE`: 0).
     fn reduce_scatter_in_place_offset(&self, chunk_bytes: usize) -> usize;

@@ -5,7 +5,7 @@
 //! `MPI_IN_PLACE`, which rsmpi does not expose. All `unsafe` of this backend is in
 //! [`MpiBackend::launch`]; its invariants are written there.
 use super::{
-    Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, HostBuffer, RedOp, WaitCtx,
+    Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, HostBuffer, Memory, RedOp, WaitCtx,
 };
 use crate::collective::pattern::{self, Mismatch, Pattern};
 use crate::watchdog::Watchdog;
@@ -278,6 +278,18 @@ impl Backend for MpiBackend {
     }
     fn check(&self, buf: &Buffer, pat: &Pattern) -> Result<Mismatch> {
         pattern::check_host(pat, host(buf)?.as_bytes())
+    }
+    fn memory(&self) -> Memory {
+        Memory::Host
+    }
+    unsafe fn borrow(&self, addr: usize, bytes: usize) -> Result<Buffer> {
+        let ptr = std::ptr::NonNull::new(addr as *mut u8)
+            .ok_or_else(|| anyhow::anyhow!("cannot borrow a buffer at address 0"))?;
+        if addr % 8 != 0 {
+            bail!("cannot borrow a buffer at {addr:#x}: not 8-byte aligned");
+        }
+        // SAFETY: the caller's promise (Backend::borrow) is HostBuffer::borrowed's.
+        Ok(Buffer::Host(unsafe { HostBuffer::borrowed(ptr, bytes) }))
     }
     fn reduce_scatter_in_place_offset(&self, _chunk_bytes: usize) -> usize {
         0

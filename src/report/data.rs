@@ -250,6 +250,12 @@ pub struct TrainRun {
     pub losses: Vec<f64>,
     pub checkpoints: Vec<CkptView>,
     pub storage: Option<StorageView>,
+    /// The gradient all-reduce per bucket size (absent before it was recorded).
+    #[serde(default)]
+    pub allreduce: Vec<crate::results::comm::BucketComm>,
+    /// Where the buckets were reduced ("direct", "host-staged", "uploaded").
+    #[serde(default)]
+    pub grad_path: Option<String>,
     pub final_weights_sha256: String,
     pub replicas_agree: bool,
     pub problems: Vec<String>,
@@ -643,6 +649,30 @@ fn load_chaos(dir: &Path) -> Result<Option<ChaosData>> {
 }
 
 impl RunData {
+    /// The training's gradient all-reduce against the sweep's world-tier all_reduce
+    /// (f32; in-place points when the sweep has them, as the training's are) at the
+    /// bucket size; None unless both ran and the sweep's sizes reach it.
+    pub fn comm_efficiency(&self) -> Option<crate::results::comm::CommEfficiency> {
+        let train = self.train.as_ref()?.run.as_ref()?;
+        let sweep = self.sweep.as_ref()?;
+        let world: Vec<&Point> = sweep
+            .points
+            .iter()
+            .filter(|p| {
+                p.tier == "world"
+                    && p.collective == crate::backend::CollKind::AllReduce
+                    && p.dtype == crate::backend::Dtype::F32
+            })
+            .collect();
+        let in_place = world.iter().any(|p| p.in_place);
+        let pts: Vec<(u64, f64)> = world
+            .iter()
+            .filter(|p| p.in_place == in_place)
+            .map(|p| (p.bytes, p.busbw_gbps))
+            .collect();
+        crate::results::comm::efficiency(&train.allreduce, &pts)
+    }
+
     /// Read a results folder (see the module header for what it may hold).
     pub fn load(dir: &Path) -> Result<RunData> {
         if !dir.is_dir() {

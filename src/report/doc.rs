@@ -1034,6 +1034,33 @@ fn train_section(d: &mut Doc, data: &RunData, charts: bool) {
                     r.optimizer_fraction * 100.0
                 ),
             );
+            for b in &r.allreduce {
+                row(
+                    "gradient all-reduce",
+                    format!(
+                        "{} bucket(s) of {} per step: p50 {:.3} ms, busbw {} GB/s{}",
+                        b.buckets,
+                        crate::units::Bytes(b.bytes),
+                        b.time_p50_s * 1e3,
+                        f3(b.busbw_gbps),
+                        r.grad_path
+                            .as_deref()
+                            .map(|p| format!(" ({p})"))
+                            .unwrap_or_default()
+                    ),
+                );
+            }
+            if let Some(e) = data.comm_efficiency() {
+                row(
+                    "all-reduce vs the sweep",
+                    format!(
+                        "{:.2} of the sweep's world all_reduce busbw at {} ({} GB/s)",
+                        e.ratio,
+                        crate::units::Bytes(e.bytes),
+                        f3(e.sweep_busbw_gbps)
+                    ),
+                );
+            }
             if let Some(s) = &r.storage {
                 row(
                     "checkpoint write (all ranks)",

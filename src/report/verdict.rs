@@ -726,6 +726,50 @@ fn judge_train(data: &RunData, c: &TrainCriteria) -> Vec<Criterion> {
         }
         out.push(gated(&g, k));
     }
+    if let Some(floor) = c.min_comm_efficiency {
+        let mut k = crit(
+            "train.comm_efficiency",
+            "train",
+            "gradient all-reduce busbw at the bucket size / the sweep's world all_reduce busbw at that size"
+                .into(),
+            format!("≥ {floor}"),
+        );
+        match (run, data.comm_efficiency()) {
+            (Some(_), Some(e)) => {
+                k.measured = format!(
+                    "{:.2} ({:.3} / {:.3} GB/s at {})",
+                    e.ratio,
+                    e.train_busbw_gbps,
+                    e.sweep_busbw_gbps,
+                    crate::units::Bytes(e.bytes)
+                );
+                if e.sweep_bytes.len() > 1 {
+                    k.detail = format!(
+                        "sweep busbw interpolated between {} and {}",
+                        crate::units::Bytes(e.sweep_bytes[0]),
+                        crate::units::Bytes(e.sweep_bytes[1])
+                    );
+                }
+                k.status = if e.ratio >= floor {
+                    Status::Pass
+                } else {
+                    Status::Fail
+                };
+            }
+            (Some(r), None) => {
+                k.detail = match (r.allreduce.iter().max_by_key(|b| b.buckets), &data.sweep) {
+                    (None, _) => "the training recorded no gradient all-reduce times".into(),
+                    (Some(_), None) => "needs the sweep phase".into(),
+                    (Some(b), Some(_)) => format!(
+                        "the sweep's world all_reduce sizes do not reach the bucket size {}",
+                        crate::units::Bytes(b.bytes)
+                    ),
+                };
+            }
+            _ => {}
+        }
+        out.push(gated(&g, k));
+    }
     if c.resume_parity {
         let mut k = crit(
             "train.resume_parity",

@@ -7,6 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod comm;
 pub mod provenance;
 
 /// Write `value` as pretty JSON to `path`: temporary file in the same directory,

@@ -4,22 +4,52 @@
 //!
 //! The gradients are seen as one flat f32 array (parameters in name order) cut into
 //! buckets of `--bucket` bytes; a bucket may hold the tail of one parameter and the
-//! head of the next. Each bucket has one backend [`Buffer`] allocated once; per step
-//! its gradient bytes are packed into a host staging area, uploaded, all-reduced in
-//! place with `RedOp::Avg`, downloaded and unpacked into the gradients. Buckets run
-//! one after another after the whole backward pass (no overlap with compute yet).
+//! head of the next. As PyTorch's DDP does, each bucket is one flat f32 tensor: per
+//! step libtorch copies the gradients into it, the backend all-reduces its memory in
+//! place with `RedOp::Avg`, and libtorch copies the averages back. The tensor lives
+//! where the backend's buffers do ([`GradPath`]):
 //!
-//! CUDA gradients are copied through the CPU for now (device → host → backend buffer
-//! and back): correct everywhere but slower than needed. Handing the backend a
-//! device pointer of the gradient (zero copy into NCCL) is future work.
+//! - CUDA model, NCCL: on the GPU. NCCL reduces the tensor's device memory through
+//!   its pointer, after the work libtorch queued on the default stream (the backend
+//!   orders its stream after it), so the exchange crosses the fabric and nothing else;
+//! - CPU model, MPI: in host memory, reduced there;
+//! - CUDA model, MPI: in host memory (libtorch copies device → host and back);
+//! - CPU model, NCCL: in host memory, uploaded to and downloaded from a device buffer.
 //!
-//! The only `unsafe` of `burnin train` is [`with_f32_bytes`], which views a CPU f32
-//! tensor's memory as bytes.
+//! Buckets run one after another after the whole backward pass (no overlap with
+//! compute yet). Each bucket's all-reduce time is recorded per step.
+//!
+//! The `unsafe` of `burnin train`'s exchange: [`with_f32_bytes`] (a CPU f32 tensor's
+//! memory as bytes) and the backend's borrow of a bucket tensor's storage.
 use super::model::Model;
-use crate::backend::{Backend, Buffer, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
+use crate::backend::{Backend, Buffer, Bufs, Call, CollKind, Dtype, Memory, RedOp, WaitCtx};
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
+
+/// Where the gradient buckets are reduced, relative to where the gradients live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradPath {
+    /// In the gradients' own memory kind (GPU memory with NCCL, host memory with
+    /// MPI): no copy through another memory.
+    Direct,
+    /// CUDA gradients through host memory (the MPI backend on a GPU model).
+    HostStaged,
+    /// CPU gradients uploaded to a GPU for NCCL and downloaded back.
+    Uploaded,
+}
+
+impl GradPath {
+    pub fn describe(self) -> &'static str {
+        match self {
+            GradPath::Direct => "buckets reduced in place where the gradients live",
+            GradPath::HostStaged => "CUDA gradients staged through host memory (MPI backend)",
+            GradPath::Uploaded => "CPU gradients uploaded to the GPU for NCCL",
+        }
+    }
+}
 
 /// A piece of one parameter inside a bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,18 +132,23 @@ pub fn with_f32_bytes<R>(t: &mut Tensor, f: impl FnOnce(&mut [u8]) -> R) -> Resu
 struct Bucket {
     segments: Vec<Segment>,
     elems: usize,
+    /// The bucket's gradients as one flat f32 tensor (see the module header).
+    flat: Tensor,
+    /// The backend's view of `flat`'s memory, or (Uploaded) its own device buffer.
     buf: Buffer,
 }
 
 /// Per-step timings of the gradient exchange (this rank, seconds).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct CommTimes {
-    /// Copying gradients into the staging area (and device → host on CUDA).
+    /// Copying gradients into the buckets (and to the buckets' memory).
     pub pack_s: f64,
     /// The all-reduce calls themselves (sum over buckets).
     pub allreduce_s: f64,
     /// Copying the averages back into the gradients.
     pub unpack_s: f64,
+    /// Each bucket's all-reduce call (GPU: CUDA events around it on the stream).
+    pub bucket_s: Vec<f64>,
 }
 
 impl CommTimes {
@@ -124,10 +159,33 @@ impl CommTimes {
 
 /// The gradient all-reducer of one model over one backend.
 pub struct Ddp {
-    be: Box<dyn Backend>,
     buckets: Vec<Bucket>,
-    staging: Vec<u8>,
+    path: GradPath,
     deadline: Duration,
+    be: Box<dyn Backend>,
+}
+
+/// The flat tensors' device and the path, for a model on `model` and a backend whose
+/// buffers live in `memory`.
+pub fn placement(model: Device, memory: Memory) -> Result<(Device, GradPath)> {
+    Ok(match (model, memory) {
+        (Device::Cpu, Memory::Host) => (Device::Cpu, GradPath::Direct),
+        (Device::Cuda(_), Memory::Host) => (Device::Cpu, GradPath::HostStaged),
+        (Device::Cuda(i), Memory::Gpu(g)) if i == g => (model, GradPath::Direct),
+        (Device::Cuda(i), Memory::Gpu(g)) => {
+            bail!("the model is on GPU {i} but the NCCL backend uses GPU {g}")
+        }
+        (Device::Cpu, Memory::Gpu(_)) => (Device::Cpu, GradPath::Uploaded),
+        (d, _) => bail!("burnin train runs on the CPU or CUDA, not {d:?}"),
+    })
+}
+
+/// A contiguous f32 tensor's storage as (address, bytes), checked.
+fn storage(t: &Tensor) -> Result<(usize, usize)> {
+    if t.f_kind()? != Kind::Float || !t.is_contiguous() {
+        bail!("a gradient bucket must be a contiguous f32 tensor");
+    }
+    Ok((t.data_ptr() as usize, t.numel() * 4))
 }
 
 impl Ddp {
@@ -140,32 +198,47 @@ impl Ddp {
         if !be.supports(Dtype::F32, Some(RedOp::Avg)) {
             bail!("the {} backend cannot all-reduce f32 with avg", be.kind());
         }
+        let (device, path) = placement(model.device, be.memory())?;
         let sizes: Vec<usize> = model.params.iter().map(|p| p.tensor.numel()).collect();
         let plan = plan_buckets(&sizes, (bucket_bytes / 4) as usize);
         let mut buckets = Vec::with_capacity(plan.len());
-        let mut largest = 0;
         for segments in plan {
             let elems: usize = segments.iter().map(|s| s.len).sum();
-            largest = largest.max(elems);
-            let buf = be
-                .alloc(elems * 4)
-                .with_context(|| format!("allocating a {}-byte gradient bucket", elems * 4))?;
+            let what = || format!("allocating a {}-byte gradient bucket", elems * 4);
+            let flat = Tensor::f_zeros([elems as i64], (Kind::Float, device)).with_context(what)?;
+            let buf = if path == GradPath::Uploaded {
+                be.alloc(elems * 4).with_context(what)?
+            } else {
+                let (addr, bytes) = storage(&flat)?;
+                // SAFETY: `flat` is a contiguous f32 tensor of `bytes` bytes on the
+                // backend's memory (placement), allocated by libtorch (aligned), kept
+                // in the same Bucket as the buffer and never resized; between calls
+                // only libtorch's copies on the default stream touch it, which the
+                // backend orders its calls after (Backend::borrow).
+                unsafe { be.borrow(addr, bytes) }?
+            };
             buckets.push(Bucket {
                 segments,
                 elems,
+                flat,
                 buf,
             });
         }
         Ok(Ddp {
-            be,
             buckets,
-            staging: vec![0u8; largest * 4],
+            path,
             deadline,
+            be,
         })
     }
 
     pub fn backend(&self) -> &dyn Backend {
         self.be.as_ref()
+    }
+
+    /// Where the buckets are reduced.
+    pub fn path(&self) -> GradPath {
+        self.path
     }
 
     /// Deadline of each bucket's all-reduce from now on.
@@ -177,41 +250,42 @@ impl Ddp {
         self.buckets.len()
     }
 
+    /// Each bucket's size in bytes, in exchange order.
+    pub fn bucket_bytes(&self) -> Vec<u64> {
+        self.buckets.iter().map(|b| b.elems as u64 * 4).collect()
+    }
+
     /// Replace every parameter's gradient by its average over the ranks.
     pub fn average_gradients(&mut self, model: &Model, step: u64) -> Result<CommTimes> {
+        let _guard = tch::no_grad_guard();
         let mut times = CommTimes::default();
         let t0 = Instant::now();
-        // Host views of the gradients: the gradient itself on the CPU (shared
-        // storage), else a CPU copy that is written back after the exchange.
-        let mut host: Vec<Tensor> = Vec::with_capacity(model.params.len());
-        let mut copied = Vec::with_capacity(model.params.len());
+        // Flat views of the gradients (they share the gradients' storage).
+        let mut grads = Vec::with_capacity(model.params.len());
         for p in &model.params {
             let g = p.tensor.f_grad()?;
             if !g.defined() {
                 bail!("parameter {} has no gradient", p.name);
             }
-            let direct = g.device() == Device::Cpu && g.is_contiguous();
-            host.push(if direct {
-                g
-            } else {
-                g.f_to_device(Device::Cpu)?.f_contiguous()?
-            });
-            copied.push(!direct);
+            if !g.is_contiguous() {
+                bail!("the gradient of parameter {} is not contiguous", p.name);
+            }
+            grads.push(g.f_view([-1])?);
         }
         times.pack_s += t0.elapsed().as_secs_f64();
         let n_buckets = self.buckets.len();
         for (i, b) in self.buckets.iter_mut().enumerate() {
-            let bytes = b.elems * 4;
-            let stage = &mut self.staging[..bytes];
             let t = Instant::now();
             for s in &b.segments {
-                let src = &mut host[s.param];
-                with_f32_bytes(src, |mem| {
-                    stage[s.offset * 4..(s.offset + s.len) * 4]
-                        .copy_from_slice(&mem[s.start * 4..(s.start + s.len) * 4]);
-                })?;
+                b.flat
+                    .f_narrow(0, s.offset as i64, s.len as i64)?
+                    .f_copy_(&grads[s.param].f_narrow(0, s.start as i64, s.len as i64)?)?;
             }
-            self.be.upload(&mut b.buf, stage)?;
+            if self.path == GradPath::Uploaded {
+                let be = self.be.as_ref();
+                let buf = &mut b.buf;
+                with_f32_bytes(&mut b.flat, |mem| be.upload(buf, mem))??;
+            }
             times.pack_s += t.elapsed().as_secs_f64();
             let call = Call {
                 kind: CollKind::AllReduce,
@@ -232,27 +306,22 @@ impl Ddp {
             let took = self
                 .be
                 .run_timed(&call, Bufs::InPlace(&mut b.buf), 1, &ctx)?;
-            times.allreduce_s += took.iter().sum::<f64>();
+            let took: f64 = took.iter().sum();
+            times.allreduce_s += took;
+            times.bucket_s.push(took);
             let t = Instant::now();
-            self.be.download(&b.buf, stage)?;
+            if self.path == GradPath::Uploaded {
+                let be = self.be.as_ref();
+                let buf = &b.buf;
+                with_f32_bytes(&mut b.flat, |mem| be.download(buf, mem))??;
+            }
             for s in &b.segments {
-                let dst = &mut host[s.param];
-                with_f32_bytes(dst, |mem| {
-                    mem[s.start * 4..(s.start + s.len) * 4]
-                        .copy_from_slice(&stage[s.offset * 4..(s.offset + s.len) * 4]);
-                })?;
+                grads[s.param]
+                    .f_narrow(0, s.start as i64, s.len as i64)?
+                    .f_copy_(&b.flat.f_narrow(0, s.offset as i64, s.len as i64)?)?;
             }
             times.unpack_s += t.elapsed().as_secs_f64();
         }
-        let t = Instant::now();
-        for ((p, h), c) in model.params.iter().zip(&host).zip(&copied) {
-            if *c {
-                let _guard = tch::no_grad_guard();
-                let mut g = p.tensor.f_grad()?;
-                g.f_copy_(h)?;
-            }
-        }
-        times.unpack_s += t.elapsed().as_secs_f64();
         Ok(times)
     }
 }
@@ -260,6 +329,197 @@ impl Ddp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::{BackendKind, HostBuffer};
+    use crate::collective::{Mismatch, Pattern};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    #[test]
+    fn buckets_live_where_the_backend_reduces() {
+        let cuda1 = Device::Cuda(1);
+        assert_eq!(
+            placement(cuda1, Memory::Gpu(1)).unwrap(),
+            (cuda1, GradPath::Direct)
+        );
+        assert_eq!(
+            placement(Device::Cpu, Memory::Host).unwrap(),
+            (Device::Cpu, GradPath::Direct)
+        );
+        assert_eq!(
+            placement(cuda1, Memory::Host).unwrap(),
+            (Device::Cpu, GradPath::HostStaged)
+        );
+        assert_eq!(
+            placement(Device::Cpu, Memory::Gpu(0)).unwrap(),
+            (Device::Cpu, GradPath::Uploaded)
+        );
+        let e = placement(cuda1, Memory::Gpu(0)).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("GPU 1 but the NCCL backend uses GPU 0"),
+            "{e}"
+        );
+    }
+
+    /// What the backend saw of the exchange.
+    #[derive(Default)]
+    struct Seen {
+        uploads: usize,
+        downloads: usize,
+        /// (address, bytes) of each in-place all-reduce buffer.
+        calls: Vec<(usize, usize)>,
+    }
+
+    /// A one-rank backend that records what it is given (an all-reduce over one rank
+    /// leaves the data as it is). `memory` says where it claims its buffers live.
+    struct Recorder {
+        memory: Memory,
+        seen: Rc<RefCell<Seen>>,
+    }
+
+    impl Backend for Recorder {
+        fn kind(&self) -> BackendKind {
+            BackendKind::Mpi
+        }
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            1
+        }
+        fn control(&self) -> &::mpi::topology::SimpleCommunicator {
+            unreachable!("the exchange takes no control-plane decisions")
+        }
+        fn supports(&self, _: Dtype, _: Option<RedOp>) -> bool {
+            true
+        }
+        fn alloc(&self, bytes: usize) -> Result<Buffer> {
+            Ok(Buffer::Host(HostBuffer::new(bytes)?))
+        }
+        fn upload(&self, _: &mut Buffer, _: &[u8]) -> Result<()> {
+            self.seen.borrow_mut().uploads += 1;
+            Ok(())
+        }
+        fn download(&self, _: &Buffer, _: &mut [u8]) -> Result<()> {
+            self.seen.borrow_mut().downloads += 1;
+            Ok(())
+        }
+        fn fill(&self, _: &mut Buffer, _: &Pattern) -> Result<()> {
+            unreachable!()
+        }
+        fn check(&self, _: &Buffer, _: &Pattern) -> Result<Mismatch> {
+            unreachable!()
+        }
+        fn memory(&self) -> Memory {
+            self.memory
+        }
+        unsafe fn borrow(&self, addr: usize, bytes: usize) -> Result<Buffer> {
+            let ptr = std::ptr::NonNull::new(addr as *mut u8).unwrap();
+            // SAFETY: the caller's promise, as for the real backends.
+            Ok(Buffer::Host(unsafe { HostBuffer::borrowed(ptr, bytes) }))
+        }
+        fn reduce_scatter_in_place_offset(&self, _: usize) -> usize {
+            0
+        }
+        fn run_timed(
+            &self,
+            call: &Call,
+            bufs: Bufs<'_>,
+            iters: usize,
+            _: &WaitCtx,
+        ) -> Result<Vec<f64>> {
+            let Bufs::InPlace(Buffer::Host(h)) = bufs else {
+                bail!("expected one in-place host buffer")
+            };
+            assert_eq!(
+                (call.kind, call.op, call.in_place),
+                (CollKind::AllReduce, RedOp::Avg, true)
+            );
+            assert_eq!(call.count * 4, h.as_bytes().len());
+            self.seen
+                .borrow_mut()
+                .calls
+                .push((h.as_bytes().as_ptr() as usize, h.as_bytes().len()));
+            Ok(vec![1e-3; iters])
+        }
+        fn describe(&self) -> String {
+            "recorder".into()
+        }
+    }
+
+    fn grads(model: &Model) -> Vec<Vec<f32>> {
+        model
+            .params
+            .iter()
+            .map(|p| Vec::<f32>::try_from(p.tensor.grad().flatten(0, -1)).unwrap())
+            .collect()
+    }
+
+    fn model_with_grads() -> Model {
+        let cfg = crate::train::args::ModelConfig {
+            vocab: 32,
+            width: 16,
+            depth: 2,
+            heads: 2,
+            seq: 8,
+        };
+        let model = Model::new(cfg, 5, Device::Cpu).unwrap();
+        let toks = super::super::data::batch_tokens(1, 1, 0, 2, 8, 32);
+        let toks = Tensor::from_slice(&toks).view([2, 9]);
+        model.loss(&toks).unwrap().backward();
+        model
+    }
+
+    /// The direct path, which CUDA + NCCL takes on a GPU: the backend reduces the
+    /// bucket tensors' own memory in place; nothing is uploaded, downloaded or
+    /// staged, and every gradient comes back through the bucket unchanged.
+    #[test]
+    fn the_direct_path_reduces_the_bucket_tensors_in_place_without_staging() {
+        let model = model_with_grads();
+        let before = grads(&model);
+        let seen = Rc::new(RefCell::new(Seen::default()));
+        let be = Recorder {
+            memory: Memory::Host,
+            seen: seen.clone(),
+        };
+        let mut ddp = Ddp::new(Box::new(be), &model, 1024, Duration::from_secs(5)).unwrap();
+        assert_eq!(ddp.path(), GradPath::Direct);
+        assert!(ddp.bucket_count() > 2, "several 1 KiB buckets");
+        let t = ddp.average_gradients(&model, 1).unwrap();
+        let seen = seen.borrow();
+        assert_eq!((seen.uploads, seen.downloads), (0, 0));
+        let flats: Vec<(usize, usize)> = ddp
+            .buckets
+            .iter()
+            .map(|b| (b.flat.data_ptr() as usize, b.elems * 4))
+            .collect();
+        assert_eq!(
+            seen.calls, flats,
+            "each call got its bucket tensor's memory"
+        );
+        assert_eq!(t.bucket_s.len(), ddp.bucket_count());
+        assert_eq!(
+            ddp.bucket_bytes().iter().sum::<u64>(),
+            4 * before.iter().map(|g| g.len() as u64).sum::<u64>()
+        );
+        assert_eq!(grads(&model), before);
+    }
+
+    #[test]
+    fn cpu_gradients_for_a_gpu_backend_are_uploaded_per_bucket() {
+        let model = model_with_grads();
+        let seen = Rc::new(RefCell::new(Seen::default()));
+        let be = Recorder {
+            memory: Memory::Gpu(0),
+            seen: seen.clone(),
+        };
+        let mut ddp = Ddp::new(Box::new(be), &model, 4096, Duration::from_secs(5)).unwrap();
+        assert_eq!(ddp.path(), GradPath::Uploaded);
+        ddp.average_gradients(&model, 1).unwrap();
+        let n = ddp.bucket_count();
+        let seen = seen.borrow();
+        assert_eq!((seen.uploads, seen.downloads, seen.calls.len()), (n, n, n));
+    }
 
     #[test]
     fn buckets_cover_every_element_once_in_order() {

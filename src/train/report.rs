@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// What one rank measured in one step (gathered to rank 0 every step).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RankStep {
     pub loss: f64,
     pub step_s: f64,
@@ -20,6 +20,9 @@ pub struct RankStep {
     pub comm_s: f64,
     pub allreduce_s: f64,
     pub optimizer_s: f64,
+    /// Each gradient bucket's all-reduce call, in exchange order, s.
+    #[serde(default)]
+    pub bucket_s: Vec<f64>,
 }
 
 /// One line of steps.jsonl.
@@ -39,6 +42,10 @@ pub struct StepRecord {
     pub allreduce_s: f64,
     /// Slowest rank's optimizer update.
     pub optimizer_s: f64,
+    /// Per gradient bucket (exchange order), the slowest rank's time inside its
+    /// all-reduce call, s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bucket_allreduce_s: Vec<f64>,
     /// Tokens of all ranks in this step / step_s.
     pub tokens_per_s: f64,
     /// The checkpoint written after this step, if any.
@@ -57,6 +64,15 @@ impl StepRecord {
             ranks.iter().map(|r| r.loss).sum::<f64>() / ranks.len() as f64
         };
         let step_s = max(|r| r.step_s);
+        let buckets = ranks.iter().map(|r| r.bucket_s.len()).max().unwrap_or(0);
+        let bucket_allreduce_s = (0..buckets)
+            .map(|b| {
+                ranks
+                    .iter()
+                    .filter_map(|r| r.bucket_s.get(b).copied())
+                    .fold(0.0, f64::max)
+            })
+            .collect();
         StepRecord {
             schema_version: SCHEMA_VERSION,
             step,
@@ -66,6 +82,7 @@ impl StepRecord {
             comm_s: max(|r| r.comm_s),
             allreduce_s: max(|r| r.allreduce_s),
             optimizer_s: max(|r| r.optimizer_s),
+            bucket_allreduce_s,
             tokens_per_s: if step_s > 0.0 {
                 tokens_per_step as f64 / step_s
             } else {
@@ -148,6 +165,16 @@ pub struct TrainReport {
     pub determinism: Determinism,
     pub parameters: u64,
     pub buckets: usize,
+    /// Each gradient bucket's size in bytes, in exchange order.
+    #[serde(default)]
+    pub bucket_bytes: Vec<u64>,
+    /// Where the buckets were reduced: in the gradients' own memory ("direct"), or
+    /// through host memory ("host-staged", "uploaded").
+    pub grad_path: super::ddp::GradPath,
+    /// The gradient all-reduce per bucket size: median call time (slowest rank) and
+    /// nccl-tests' busbw, over the steps of this run.
+    #[serde(default)]
+    pub allreduce: Vec<crate::results::comm::BucketComm>,
     /// Tokens of all ranks per step.
     pub tokens_per_step: u64,
     /// The checkpoint this run continued from.
@@ -265,6 +292,19 @@ pub fn summary(r: &TrainReport) -> String {
             ),
         );
         row("tokens/s (all ranks)", format!("{:.0}", r.tokens_per_s));
+        for b in &r.allreduce {
+            row(
+                "gradient all-reduce",
+                format!(
+                    "{} x {} per step: p50 {:.3} ms, busbw {:.3} GB/s ({})",
+                    b.buckets,
+                    super::checkpoint::size(b.bytes),
+                    b.time_p50_s * 1e3,
+                    b.busbw_gbps,
+                    r.grad_path.describe()
+                ),
+            );
+        }
         row(
             "compute / grad exchange / optimizer",
             format!(
@@ -362,6 +402,7 @@ mod tests {
                 comm_s: 0.03,
                 allreduce_s: 0.02,
                 optimizer_s: 0.01,
+                bucket_s: vec![0.015, 0.005],
             },
             RankStep {
                 loss: 4.0,
@@ -370,6 +411,7 @@ mod tests {
                 comm_s: 0.04,
                 allreduce_s: 0.01,
                 optimizer_s: 0.02,
+                bucket_s: vec![0.004, 0.006],
             },
         ];
         let r = StepRecord::from_ranks(7, &ranks, 1000);
@@ -377,6 +419,7 @@ mod tests {
         assert_eq!(r.step_s, 0.2);
         assert_eq!(r.compute_s, 0.06);
         assert_eq!(r.tokens_per_s, 5000.0);
+        assert_eq!(r.bucket_allreduce_s, vec![0.015, 0.006]);
     }
 
     #[test]
@@ -390,6 +433,7 @@ mod tests {
                 allreduce_s: 0.3,
                 optimizer_s: 0.1,
                 loss: 0.0,
+                bucket_s: vec![],
             },
             RankStep {
                 step_s: 1.0,
@@ -398,6 +442,7 @@ mod tests {
                 allreduce_s: 0.1,
                 optimizer_s: 0.1,
                 loss: 0.0,
+                bucket_s: vec![],
             },
         ]);
         let f = s.fractions();

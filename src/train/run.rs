@@ -79,20 +79,29 @@ fn host_memory() -> u64 {
     }
 }
 
-/// CPU, or CUDA with GPU = local rank when every rank has one (auto) or must (cuda).
+/// CPU, or CUDA when every rank sees a GPU (auto) or must (cuda). A rank's GPU is
+/// its local rank modulo the GPUs it sees: the one the NCCL backend picks too (so
+/// the gradient buckets and NCCL share a device), and under a per-rank
+/// CUDA_VISIBLE_DEVICES (`srun --gpus-per-task=1`) the only one it has.
 fn choose_device(world: &World, choice: DeviceChoice) -> Result<Device> {
     let count = match choice {
         DeviceChoice::Cpu => 0,
         _ => tch::Cuda::device_count(),
     };
-    let ok = count > world.local_rank as i64;
+    let ok = count >= 1;
     let all: Vec<(bool, i64)> = world.all_gather_json(&(ok, count))?;
     let all_ok = all.iter().all(|(ok, _)| *ok);
+    let gpu = || {
+        Device::Cuda(crate::backend::nccl::gpu_for(
+            world.local_rank,
+            count.max(1) as usize,
+        ))
+    };
     match choice {
         DeviceChoice::Cpu => Ok(Device::Cpu),
-        DeviceChoice::Auto if all_ok => Ok(Device::Cuda(world.local_rank)),
+        DeviceChoice::Auto if all_ok => Ok(gpu()),
         DeviceChoice::Auto => Ok(Device::Cpu),
-        DeviceChoice::Cuda if all_ok => Ok(Device::Cuda(world.local_rank)),
+        DeviceChoice::Cuda if all_ok => Ok(gpu()),
         DeviceChoice::Cuda => {
             let bad: Vec<String> = all
                 .iter()
@@ -102,7 +111,7 @@ fn choose_device(world: &World, choice: DeviceChoice) -> Result<Device> {
                 .map(|(r, (_, n))| format!("{} sees {n} CUDA device(s)", world.describe_rank(r)))
                 .collect();
             bail!(Agreed(format!(
-                "--device cuda: {} (each rank needs GPU number = its local rank); use --device cpu",
+                "--device cuda: {} (libtorch found no CUDA device there); use --device cpu",
                 bad.join(", ")
             )))
         }
@@ -119,11 +128,7 @@ fn setup_determinism(device: Device) -> Result<Determinism> {
         cublas_workspace_config: None,
     };
     if device.is_cuda() {
-        if std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none() {
-            // Must be in the environment before cuBLAS makes its first handle, which
-            // happens at the first matmul below; no other thread reads it meanwhile.
-            std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
-        }
+        // Set before MPI started (main) unless the launcher exported one.
         d.cublas_workspace_config = std::env::var("CUBLAS_WORKSPACE_CONFIG").ok();
         d.cuda_deterministic_requested = true;
         d.cuda_deterministic_enabled = Some(super::det::set_deterministic(true)?);
@@ -221,6 +226,7 @@ fn train_step(
             comm_s: comm.total(),
             allreduce_s: comm.allreduce_s,
             optimizer_s,
+            bucket_s: comm.bucket_s.clone(),
         },
     })
 }
@@ -595,6 +601,16 @@ pub fn run(
         determinism,
         parameters: plan.model.parameters(),
         buckets: ddp.bucket_count(),
+        bucket_bytes: ddp.bucket_bytes(),
+        grad_path: ddp.path(),
+        allreduce: crate::results::comm::bucket_comm(
+            &ddp.bucket_bytes(),
+            &records
+                .iter()
+                .map(|r| r.bucket_allreduce_s.clone())
+                .collect::<Vec<_>>(),
+            world.size,
+        ),
         tokens_per_step,
         resumed,
         first_step: start + 1,

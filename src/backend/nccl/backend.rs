@@ -24,7 +24,9 @@ use super::library::{
     dtype as ndt, redop, Config, NcclLib, NcclResult, RawComm, RawStream, UniqueId,
     NCCL_IN_PROGRESS, NCCL_SUCCESS, UNIQUE_ID_BYTES,
 };
-use crate::backend::{Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
+use crate::backend::{
+    Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, Memory, RedOp, WaitCtx,
+};
 use crate::cli::GlobalArgs;
 use crate::collective::{Mismatch, Pattern};
 use crate::error::Agreed;
@@ -114,6 +116,11 @@ struct Ptrs {
 
 fn vp(p: sys::CUdeviceptr) -> *mut c_void {
     p as usize as *mut c_void
+}
+
+/// Whether `b` is memory the backend borrowed (see `Backend::borrow`).
+fn is_borrowed(b: &Buffer) -> bool {
+    matches!(b, Buffer::Device(d) if d.is_borrowed())
 }
 
 /// What stopped a wait.
@@ -787,6 +794,19 @@ impl Backend for NcclBackend {
         }
         Ok(kernels::mismatch(&counters))
     }
+    fn memory(&self) -> Memory {
+        Memory::Gpu(self.device.ordinal())
+    }
+    unsafe fn borrow(&self, addr: usize, bytes: usize) -> Result<Buffer> {
+        if addr == 0 || addr % 8 != 0 {
+            bail!("cannot borrow GPU memory at {addr:#x}: null or not 8-byte aligned");
+        }
+        // SAFETY: the caller's promise (Backend::borrow): device memory of this
+        // backend's GPU, which shares the primary context with libtorch.
+        Ok(Buffer::Device(unsafe {
+            DeviceBuffer::borrowed(&self.device, addr as sys::CUdeviceptr, bytes)
+        }))
+    }
     fn reduce_scatter_in_place_offset(&self, chunk_bytes: usize) -> usize {
         self.rank * chunk_bytes
     }
@@ -811,8 +831,18 @@ impl Backend for NcclBackend {
         }
         self.device.bind()?;
         let ptrs = self.plan_ptrs(call, &bufs)?;
-        self.ensure_events(2 * iters)?;
+        let borrowed = match &bufs {
+            Bufs::OutOfPlace { send, recv } => is_borrowed(send) || is_borrowed(recv),
+            Bufs::InPlace(b) => is_borrowed(b),
+        };
+        // Two timing events per iteration, and one more to order after libtorch.
+        self.ensure_events(2 * iters + 1)?;
         let events = self.events.borrow();
+        if borrowed {
+            // SAFETY: events[2·iters] exists (ensure_events) and lives until Drop.
+            unsafe { self.device.wait_for_default_stream(events[2 * iters]) }
+                .map_err(|e| cuda_error("ordering the collective after libtorch's work", e))?;
+        }
         let since = Instant::now();
         let _guard = self.watchdog.arm(&ctx.what, ctx.deadline + BACKSTOP);
         for i in 0..iters {

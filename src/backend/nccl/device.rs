@@ -136,6 +136,27 @@ impl Device {
         result::event::record(event, self.raw_stream())
     }
 
+    /// Make the backend's stream wait (on the GPU, not the host) for everything queued
+    /// so far on the context's legacy default stream, where libtorch queues its work
+    /// (PyTorch's default stream is the legacy NULL stream). The backend's stream is
+    /// non-blocking, so without this a collective on a tensor's storage could start
+    /// before libtorch has written it.
+    ///
+    /// # Safety
+    /// `event` must come from [`Device::new_events`] and not be destroyed.
+    pub unsafe fn wait_for_default_stream(&self, event: sys::CUevent) -> Result<(), DriverError> {
+        // SAFETY: recording on the NULL stream is always valid; the caller vouches for
+        // the event, which belongs to this context.
+        unsafe {
+            result::event::record(event, std::ptr::null_mut())?;
+            result::stream::wait_event(
+                self.raw_stream(),
+                event,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+    }
+
     /// Milliseconds between two completed events.
     ///
     /// # Safety
@@ -150,12 +171,15 @@ impl Device {
     }
 }
 
-/// Device memory owned by the NCCL backend: a raw `CUdeviceptr` of `len` bytes on one
-/// GPU, freed on drop (unless its device was poisoned).
+/// Device memory of the NCCL backend: a raw `CUdeviceptr` of `len` bytes on one GPU,
+/// freed on drop (unless its device was poisoned) when the backend allocated it, or
+/// borrowed (a libtorch tensor's storage: see [`DeviceBuffer::borrowed`]).
 pub struct DeviceBuffer {
     ptr: sys::CUdeviceptr,
     len: usize,
     device: Arc<Device>,
+    /// Someone else's memory: not freed, and written by work on other streams.
+    borrowed: bool,
 }
 
 impl DeviceBuffer {
@@ -181,6 +205,7 @@ impl DeviceBuffer {
             ptr: 0,
             len: 0,
             device: Arc::clone(device),
+            borrowed: false,
         };
         if len == 0 {
             return Ok(buf);
@@ -207,9 +232,30 @@ impl DeviceBuffer {
     }
 }
 
+impl DeviceBuffer {
+    /// `len` bytes at `ptr` on `device`, owned by someone else (libtorch).
+    ///
+    /// # Safety
+    /// `[ptr, ptr + len)` must be device memory of `device`'s context that stays
+    /// allocated while the buffer lives.
+    pub unsafe fn borrowed(device: &Arc<Device>, ptr: sys::CUdeviceptr, len: usize) -> Self {
+        DeviceBuffer {
+            ptr,
+            len,
+            device: Arc::clone(device),
+            borrowed: true,
+        }
+    }
+
+    /// Whether the memory is someone else's (see [`DeviceBuffer::borrowed`]).
+    pub fn is_borrowed(&self) -> bool {
+        self.borrowed
+    }
+}
+
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        if self.len == 0 || self.device.is_poisoned() {
+        if self.len == 0 || self.borrowed || self.device.is_poisoned() {
             return;
         }
         if self.device.bind().is_ok() {
