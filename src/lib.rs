@@ -1,6 +1,7 @@
 //! burnin as a library: the binary's modules, public so integration tests and benches
 //! can use the pure parts (parsers, the collective table, statistics, reports).
 pub mod acceptance;
+pub mod argcheck;
 pub mod backend;
 pub mod card;
 pub mod chaos;

@@ -4,8 +4,8 @@
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
 use burnin::{
-    acceptance, chaos, cli, error, evidence, interrupt, probe, report, smoke, sweep, train,
-    transport, watchdog, world,
+    acceptance, argcheck, chaos, cli, error, evidence, interrupt, probe, report, smoke, sweep,
+    train, transport, watchdog, world,
 };
 
 use clap::Parser;
@@ -61,6 +61,18 @@ fn host_command(cli: &Cli) -> Option<i32> {
 }
 
 fn run(cli: Cli) -> i32 {
+    if let Some(ranks) = argcheck::requested() {
+        return match ranks.and_then(|n| argcheck::check(&cli, n)) {
+            Ok(()) => {
+                println!("burnin: arguments ok");
+                0
+            }
+            Err(e) => {
+                eprintln!("Error: {e:#}");
+                EXIT_ERROR
+            }
+        };
+    }
     if let Some(code) = host_command(&cli) {
         return code;
     }

@@ -81,7 +81,9 @@ pub(super) struct Setup {
     pub(super) seed: u64,
 }
 
-fn setup(a: &ChaosArgs) -> Result<Setup> {
+/// What `burnin chaos`'s flags mean, checked without touching anything: the launcher
+/// words, the fault kinds and the job's train arguments.
+pub fn validate(a: &ChaosArgs) -> Result<(Vec<String>, Vec<FaultKind>, TrainArgs)> {
     args::check_numbers(a)?;
     let launch = shlex::split(&a.launch).ok_or_else(|| {
         usage(
@@ -100,7 +102,6 @@ fn setup(a: &ChaosArgs) -> Result<Setup> {
     }
     let kinds = args::parse_kinds(&a.fault)?;
     let train = args::parse_train_args(&a.train_args)?;
-    let rank = Pick::parse("--fault-rank", Some(&a.fault_rank))?;
     let step = Pick::parse("--fault-step", Some(&a.fault_step))?;
     // Each kind must fit the run (the job checks the rank against its size).
     for k in &kinds {
@@ -119,6 +120,13 @@ fn setup(a: &ChaosArgs) -> Result<Setup> {
             .map_err(|e| anyhow!("{e:#} (for --fault {k})"))?;
         }
     }
+    Ok((launch, kinds, train))
+}
+
+fn setup(a: &ChaosArgs) -> Result<Setup> {
+    let (launch, kinds, train) = validate(a)?;
+    let rank = Pick::parse("--fault-rank", Some(&a.fault_rank))?;
+    let step = Pick::parse("--fault-step", Some(&a.fault_step))?;
     let sim = if kinds.iter().any(|k| matches!(k, FaultKind::LinkCut(_))) {
         let p = match &a.sim_cluster {
             Some(p) => p.clone(),
