@@ -322,7 +322,6 @@ pub fn link_matrix(
 mod nvml {
     use super::{link_matrix, GpuFabric, NvlinkRemote, NvmlGpu};
     use nvml_wrapper::enum_wrappers::device::TopologyLevel;
-    use nvml_wrapper::enum_wrappers::nv_link::IntDeviceType;
     use nvml_wrapper::error::NvmlError;
     use nvml_wrapper::Nvml;
 
@@ -348,6 +347,26 @@ mod nvml {
             TopologyLevel::Node => "NODE",
             TopologyLevel::System => "SYS",
         }
+    }
+
+    /// Whether NVLink `link` of `d` ends at an NVSwitch. Asked of NVML directly:
+    /// nvml-wrapper 0.12's `NvLink::remote_device_type` has NVML write the type into a
+    /// temporary and returns its initial value, so it always says "unknown" (found by
+    /// the GPU twin: the NVSwitch matrix of an HGX board read as PCIe levels).
+    fn remote_is_switch(nvml: &Nvml, d: &nvml_wrapper::Device, link: u32) -> bool {
+        /// nvml.h: NVML_SUCCESS, NVML_NVLINK_DEVICE_TYPE_SWITCH.
+        const SUCCESS: u32 = 0;
+        const SWITCH: u32 = 2;
+        let Ok(f) = nvml.lib().nvmlDeviceGetNvLinkRemoteDeviceType.as_ref() else {
+            return false;
+        };
+        let mut kind: u32 = u32::MAX;
+        // SAFETY: `f` is NVML's nvmlDeviceGetNvLinkRemoteDeviceType(device, link,
+        // *type), resolved from the library `nvml` keeps loaded; the handle comes from
+        // that library and is live while `d` is; NVML writes one c_uint through the
+        // pointer, which is valid for the call.
+        let rc = unsafe { f(d.handle(), link, &mut kind) };
+        rc == SUCCESS && kind == SWITCH
     }
 
     pub fn discover() -> GpuFabric {
@@ -398,8 +417,7 @@ mod nvml {
                         if active {
                             g.nvlinks_active += 1;
                             if let Ok(p) = l.remote_pci_info() {
-                                let switch =
-                                    matches!(l.remote_device_type(link), Ok(IntDeviceType::Switch));
+                                let switch = remote_is_switch(&nvml, &d, link);
                                 g.nvlink_remotes.push(NvlinkRemote {
                                     link,
                                     pci_bus_id: p.bus_id,

@@ -426,6 +426,25 @@ fn check_matmul(_gpu: Option<usize>, _dog: &Watchdog) -> Result<String, String> 
     Err(String::new())
 }
 
+/// Why libtorch cannot run the product on this rank's GPU, when the CUDA driver has
+/// one but libtorch sees none (its CUDA build does not fit the driver, or another
+/// driver entirely): then training cannot use the GPU either.
+#[cfg(feature = "train")]
+fn libtorch_without_cuda() -> Option<String> {
+    (tch::Cuda::device_count() == 0).then(|| {
+        format!(
+            "libtorch {} sees no CUDA device although the driver shows one: training cannot use \
+             this GPU (install the PyTorch wheel for this driver's CUDA)",
+            option_env!("BURNIN_LIBTORCH_VERSION").unwrap_or("?")
+        )
+    })
+}
+
+#[cfg(not(feature = "train"))]
+fn libtorch_without_cuda() -> Option<String> {
+    None
+}
+
 /// `ckpt-dir`: write, fsync, read back and compare a file, then remove it.
 pub fn check_storage(dir: &Path, name: &str) -> Result<String, String> {
     std::fs::create_dir_all(dir)
@@ -639,6 +658,8 @@ pub fn run(
     let t = Instant::now();
     let matmul = if gpu_mode && gpu_index.is_none() {
         skip("matmul", "no GPU")
+    } else if let Some(why) = gpu_index.and_then(|_| libtorch_without_cuda()) {
+        skip("matmul", why)
     } else if cfg!(feature = "train") {
         from_result("matmul", check_matmul(gpu_index, &dog), t)
     } else {

@@ -987,9 +987,10 @@ pub fn run(
         self::plan(&a, n, kind, supports)
             .map_err(|e| agreed(e.context(format!("for groups of {n} ranks"))))?;
     }
+    let stack = be_world.describe();
     drop(be_world);
     let points_file = open_out(world, args.out.as_ref())?;
-    let provenance = Provenance::collect(world, &why);
+    let provenance = Provenance::collect(world, &why, &stack);
     let mut sink = Sink {
         points_file,
         progress: std::io::stderr().is_terminal(),

@@ -300,6 +300,12 @@ fn provenance(d: &mut Doc, data: &RunData) {
             p.backend
         ));
         items.push(format!("MPI: {}", p.mpi_version));
+        if !p.rank_stacks.is_empty() {
+            items.push(format!(
+                "data plane per rank: {}",
+                distinct(p.rank_stacks.iter().map(String::as_str))
+            ));
+        }
     }
     if let Some(rows) = &data.probe {
         items.push(format!(

@@ -24,6 +24,11 @@ pub struct Provenance {
     pub world_size: usize,
     /// Nodes and their ranks.
     pub nodes: Vec<Node>,
+    /// Each rank's data plane as its backend describes it, in rank order: the MPI
+    /// library, or the NCCL version and file with the rank's GPU (name, PCI bus id), as
+    /// the libraries report them.
+    #[serde(default)]
+    pub rank_stacks: Vec<String>,
     /// Unix time (seconds) the run started.
     pub started_unix: f64,
 }
@@ -46,7 +51,11 @@ pub fn relevant_env() -> Vec<(String, String)> {
 }
 
 impl Provenance {
-    pub fn collect(world: &World, backend: &str) -> Provenance {
+    /// Collective: every rank calls it, with its backend's description in `stack`.
+    pub fn collect(world: &World, backend: &str, stack: &str) -> Provenance {
+        let rank_stacks = world
+            .all_gather_json(&stack.to_string())
+            .unwrap_or_else(|e| vec![format!("(not gathered: {e:#})")]);
         Provenance {
             burnin_version: env!("CARGO_PKG_VERSION").to_string(),
             argv: std::env::args().collect(),
@@ -55,6 +64,7 @@ impl Provenance {
             backend: backend.to_string(),
             world_size: world.size,
             nodes: world.nodes.clone(),
+            rank_stacks,
             started_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
         }
     }

@@ -313,7 +313,7 @@ pub fn run(
     let (kind, why) = backend::resolve(world, global)?;
     let be = backend::build(kind, world.comm.duplicate(), world, global, dog.clone())?;
     let mut steps_file = open_out(world, &plan)?;
-    let provenance = Provenance::collect(world, &why);
+    let provenance = Provenance::collect(world, &why, &be.describe());
     let uses_ckpt = plan.ckpt_every > 0 || plan.resume;
     if uses_ckpt {
         let mine = std::fs::create_dir_all(&plan.ckpt_dir)

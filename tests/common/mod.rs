@@ -231,3 +231,54 @@ impl Drop for SimDown {
         let _ = run_bounded(c.cmd(&["down"]), Duration::from_secs(60));
     }
 }
+
+/// The GPU twin (tests/gpu-twin): fake libcuda/libnccl/libnvidia-ml, built once per
+/// test process into the target's temporary folder. burnin finds them only through
+/// the loader path and BURNIN_NCCL_LIB ([`Twin::env`]).
+pub struct Twin {
+    /// The folder holding libcuda.so.1, libnccl.so.2 and libnvidia-ml.so.1.
+    pub lib: std::path::PathBuf,
+}
+
+impl Twin {
+    /// Put the twin on `c`'s loader path, name its NCCL, and count calls into `counts`.
+    pub fn env(&self, c: &mut Command, counts: &Path) {
+        c.env("LD_LIBRARY_PATH", &self.lib)
+            .env("BURNIN_NCCL_LIB", self.lib.join("libnccl.so.2"))
+            .env("TWIN_COUNTS_DIR", counts)
+            .env_remove("CUDA_VISIBLE_DEVICES");
+    }
+}
+
+/// Build the twin (serialised across test processes by a lock file).
+pub fn twin() -> &'static Twin {
+    static TWIN: std::sync::OnceLock<Twin> = std::sync::OnceLock::new();
+    TWIN.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gpu-twin");
+        std::fs::create_dir_all(&dir).expect("twin folder");
+        let lock = std::fs::File::create(dir.join(".lock")).expect("twin lock");
+        use std::os::fd::AsRawFd;
+        extern "C" {
+            fn flock(fd: i32, op: i32) -> i32;
+        }
+        // SAFETY: flock on a file descriptor this function owns; LOCK_EX = 2.
+        assert_eq!(
+            unsafe { flock(lock.as_raw_fd(), 2) },
+            0,
+            "lock the twin folder"
+        );
+        let lib = dir.join("lib");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu-twin/build");
+        let r = run_bounded(
+            {
+                let mut c = Command::new("bash");
+                c.arg(script).arg(&lib);
+                c
+            },
+            Duration::from_secs(120),
+        );
+        assert_eq!(r.code, Some(0), "building the GPU twin: {}", r.all());
+        drop(lock);
+        Twin { lib }
+    })
+}

@@ -29,8 +29,8 @@ DEVICE float half_to_float(u16 h) {
   return f;
 }
 #else
-// Host build for the twin: the launch runs one "thread" that covers the whole grid.
-#define KERNEL extern "C"
+// Host build for the twin (C): one "thread" covers the whole grid of a launch.
+#define KERNEL static
 #define DEVICE static inline
 #define THREAD_INDEX ((u64)0)
 #define THREAD_COUNT ((u64)1)

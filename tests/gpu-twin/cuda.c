@@ -1,0 +1,1015 @@
+/* The GPU twin's CUDA driver: libcuda.so.1 with exactly the entry points burnin
+ * calls, over host memory.
+ *
+ * - TWIN_GPUS devices per host (TWIN_RANK_GPUS per world rank), honouring
+ *   CUDA_VISIBLE_DEVICES; names "burnin-twin GPU <n>", DGX-like PCI bus ids, UUIDs
+ *   GPU-b7...; TWIN_GPU_MEMORY_MIB of memory each; TWIN_CUDA_VERSION (default 13000).
+ * - Device memory is host memory behind opaque device addresses: an address the twin
+ *   did not hand out, one past the end of its allocation, or one already freed is an
+ *   error printed to stderr ("burnin-twin: ...") and returned as an error code; a bad
+ *   pointer found when a queued operation runs makes the context's error sticky
+ *   (CUDA_ERROR_ILLEGAL_ADDRESS), as a real device does.
+ * - Streams run their work in order on a worker thread each (TWIN_STREAM_THREADS=0:
+ *   at once, in the caller), so a missing wait shows as a wrong result or a race.
+ *   Events record completion times. (cuStreamWaitEvent, which orders NCCL after
+ *   libtorch's CUDA stream in training, is not here: libtorch has no CUDA on the twin,
+ *   so burnin never calls it in CI.)
+ * - burnin's two PTX kernels run as their host build: kernels.cu compiled here with
+ *   BURNIN_KERNEL_HOST, so the loops that ship are the loops CI runs.
+ * - burnin_twin_enqueue / burnin_twin_host_ptr let the NCCL twin queue collectives on
+ *   these streams and reach this memory.
+ */
+#define _GNU_SOURCE
+#include "twin.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define API __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct twin_ctx *CUcontext;
+typedef struct twin_stream *CUstream;
+typedef struct twin_event *CUevent;
+typedef struct twin_module *CUmodule;
+typedef struct twin_fn *CUfunction;
+typedef struct {
+  char bytes[16];
+} CUuuid;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_NO_DEVICE = 100,
+  CUDA_ERROR_INVALID_DEVICE = 101,
+  CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_INVALID_CONTEXT = 201,
+  CUDA_ERROR_INVALID_HANDLE = 400,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_NOT_READY = 600,
+  CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_UNKNOWN = 999,
+};
+
+/* ------------------------------------------------------------------ counting */
+#define CUDA_FNS(X)                                                                        \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName)    \
+  X(cuDeviceTotalMem_v2) X(cuDeviceGetPCIBusId) X(cuDeviceGetUuid) X(cuDeviceGetAttribute) \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2) X(cuCtxSetCurrent)          \
+  X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuStreamCreate) X(cuStreamDestroy_v2)           \
+  X(cuStreamQuery) X(cuStreamSynchronize) X(cuEventCreate)            \
+  X(cuEventDestroy_v2) X(cuEventRecord) X(cuEventElapsedTime) X(cuMemAlloc_v2)            \
+  X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemGetInfo_v2)                  \
+  X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2)                  \
+  X(cuMemsetD8Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload)          \
+  X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString)
+
+enum {
+#define X(n) I_##n,
+  CUDA_FNS(X)
+#undef X
+      N_FNS
+};
+static twin_counter counts[N_FNS] = {
+#define X(n) {#n, 0},
+    CUDA_FNS(X)
+#undef X
+};
+#define COUNT(n) TWIN_COUNT(counts, I_##n)
+
+/* Bytes copied between host and device memory (cuMemcpy*): what a fill or check on
+ * the GPU must not need. */
+static unsigned long long g_htod_bytes, g_dtoh_bytes;
+
+/* Entry points of error paths count at once: the process may end by MPI_Abort or a
+ * signal, which runs no destructor. */
+#define COUNT_NOW(n)  \
+  do {                \
+    COUNT(n);         \
+    write_counts();   \
+  } while (0)
+
+__attribute__((destructor)) static void write_counts(void) {
+  char extra[128];
+  snprintf(extra, sizeof extra, "# bytes_htod %llu\n# bytes_dtoh %llu\n", g_htod_bytes, g_dtoh_bytes);
+  twin_write_counts("cuda", counts, N_FNS, extra);
+}
+
+/* ------------------------------------------------------------------ kernels */
+#define BURNIN_KERNEL_HOST 1
+#include "../../src/backend/nccl/kernels.cu"
+
+/* ------------------------------------------------------------------ devices */
+static int g_init;
+static int g_count;
+static int g_phys[TWIN_MAX_GPUS]; /* visible ordinal -> physical twin GPU */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static volatile int g_sticky; /* an error every later call returns */
+
+static void setup(void) {
+  int n = twin_gpu_count();
+  const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+  if (!vis) {
+    for (int i = 0; i < n; i++) g_phys[i] = i;
+    g_count = n;
+    return;
+  }
+  /* A comma list of indices; the first invalid one ends it, as CUDA does. */
+  const char *p = vis;
+  while (*p && g_count < TWIN_MAX_GPUS) {
+    char *end;
+    long i = strtol(p, &end, 10);
+    if (end == p || i < 0 || i >= n) break;
+    g_phys[g_count++] = (int)i;
+    p = end;
+    if (*p == ',') p++;
+    else break;
+  }
+}
+
+static void complain(const char *fmt, const char *a, unsigned long long x) {
+  fprintf(stderr, "burnin-twin: ");
+  fprintf(stderr, fmt, a, x);
+  fprintf(stderr, "\n");
+}
+
+#define CHECK_INIT()                                  \
+  do {                                                \
+    pthread_once(&g_once, setup);                     \
+    if (g_sticky) return g_sticky;                    \
+    if (!g_init) return CUDA_ERROR_NOT_INITIALIZED;   \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+API CUresult cuInit(unsigned flags) {
+  COUNT(cuInit);
+  pthread_once(&g_once, setup);
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  g_init = 1;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuDriverGetVersion(int *v) {
+  COUNT(cuDriverGetVersion);
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  *v = (int)twin_env_long("TWIN_CUDA_VERSION", 13000);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetCount(int *n) {
+  COUNT(cuDeviceGetCount);
+  CHECK_INIT();
+  if (!n) return CUDA_ERROR_INVALID_VALUE;
+  *n = g_count;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+  COUNT(cuDeviceGet);
+  CHECK_INIT();
+  if (!d) return CUDA_ERROR_INVALID_VALUE;
+  if (ordinal < 0 || ordinal >= g_count) return CUDA_ERROR_INVALID_DEVICE;
+  *d = ordinal;
+  return CUDA_SUCCESS;
+}
+
+#define CHECK_DEV(d)                                             \
+  do {                                                           \
+    if ((d) < 0 || (d) >= g_count) return CUDA_ERROR_INVALID_DEVICE; \
+  } while (0)
+
+API CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+  COUNT(cuDeviceGetName);
+  CHECK_INIT();
+  CHECK_DEV(d);
+  if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(name, (size_t)len, "burnin-twin GPU %d", g_phys[d]);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+  COUNT(cuDeviceTotalMem_v2);
+  CHECK_INIT();
+  CHECK_DEV(d);
+  if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+  *bytes = (size_t)twin_gpu_memory();
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetPCIBusId(char *id, int len, CUdevice d) {
+  COUNT(cuDeviceGetPCIBusId);
+  CHECK_INIT();
+  CHECK_DEV(d);
+  if (!id || len < 13) return CUDA_ERROR_INVALID_VALUE;
+  snprintf(id, (size_t)len, "0000:%02x:00.0", twin_bus(g_phys[d]));
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d) {
+  COUNT(cuDeviceGetUuid);
+  CHECK_INIT();
+  CHECK_DEV(d);
+  if (!u) return CUDA_ERROR_INVALID_VALUE;
+  twin_uuid(g_phys[d], (unsigned char *)u->bytes);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
+  COUNT(cuDeviceGetAttribute);
+  CHECK_INIT();
+  CHECK_DEV(d);
+  if (!v) return CUDA_ERROR_INVALID_VALUE;
+  switch (attr) {
+    case 16: *v = 132; break; /* multiprocessors */
+    case 75: *v = 9; break;   /* compute capability major */
+    case 76: *v = 0; break;   /* minor */
+    case 115: *v = 1; break;  /* memory pools supported (cuMemAllocAsync) */
+    default: *v = 0; break;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ streams */
+typedef struct item {
+  void (*fn)(void *);
+  void *arg;
+  struct item *next;
+} item;
+
+struct twin_stream {
+  int dev;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  item *head, *tail;
+  unsigned long long queued, done;
+  int threaded, quit, destroyed;
+};
+
+struct twin_ctx {
+  int dev;
+  int retained;
+  struct twin_stream *null_stream;
+};
+static struct twin_ctx g_ctx[TWIN_MAX_GPUS];
+static pthread_mutex_t g_ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+static __thread CUcontext t_current;
+
+static void *worker(void *p) {
+  struct twin_stream *s = p;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->head && !s->quit) pthread_cond_wait(&s->cv, &s->mu);
+    if (!s->head) break;
+    item *it = s->head;
+    s->head = it->next;
+    if (!s->head) s->tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    it->fn(it->arg);
+    free(it);
+    pthread_mutex_lock(&s->mu);
+    s->done++;
+    pthread_cond_broadcast(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static struct twin_stream *stream_new(int dev) {
+  struct twin_stream *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->dev = dev;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  s->threaded = twin_env_long("TWIN_STREAM_THREADS", 1) != 0;
+  if (s->threaded) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, worker, s) != 0) {
+      free(s);
+      return NULL;
+    }
+    pthread_detach(th);
+  }
+  return s;
+}
+
+/* Queue fn(arg) on s; its ticket (done >= ticket: it has run). */
+static unsigned long long enqueue(struct twin_stream *s, void (*fn)(void *), void *arg) {
+  if (!s->threaded) {
+    fn(arg);
+    pthread_mutex_lock(&s->mu);
+    unsigned long long t = ++s->queued;
+    s->done++;
+    pthread_mutex_unlock(&s->mu);
+    return t;
+  }
+  item *it = malloc(sizeof *it);
+  if (!it) abort();
+  it->fn = fn;
+  it->arg = arg;
+  it->next = NULL;
+  pthread_mutex_lock(&s->mu);
+  if (s->tail) s->tail->next = it;
+  else s->head = it;
+  s->tail = it;
+  unsigned long long t = ++s->queued;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  return t;
+}
+
+static void wait_ticket(struct twin_stream *s, unsigned long long ticket) {
+  pthread_mutex_lock(&s->mu);
+  while (s->done < ticket) pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+}
+
+static int idle(struct twin_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  int r = s->done == s->queued;
+  pthread_mutex_unlock(&s->mu);
+  return r;
+}
+
+/* The stream a handle means: NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2)
+ * are the current context's default stream. */
+static struct twin_stream *resolve(CUstream h) {
+  if ((uintptr_t)h > 2) {
+    if (h->destroyed) {
+      complain("%sstream %#llx used after cuStreamDestroy", "", (unsigned long long)(uintptr_t)h);
+      return NULL;
+    }
+    return h;
+  }
+  if (!t_current) return NULL;
+  return t_current->null_stream;
+}
+
+API CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
+  COUNT(cuDevicePrimaryCtxRetain);
+  CHECK_INIT();
+  CHECK_DEV(d);
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&g_ctx_mu);
+  struct twin_ctx *x = &g_ctx[d];
+  if (!x->null_stream) {
+    x->dev = d;
+    x->null_stream = stream_new(d);
+  }
+  x->retained++;
+  pthread_mutex_unlock(&g_ctx_mu);
+  if (!x->null_stream) return CUDA_ERROR_OUT_OF_MEMORY;
+  *c = x;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+  COUNT(cuDevicePrimaryCtxRelease_v2);
+  CHECK_INIT();
+  CHECK_DEV(d);
+  pthread_mutex_lock(&g_ctx_mu);
+  int ok = g_ctx[d].retained > 0;
+  if (ok) g_ctx[d].retained--;
+  pthread_mutex_unlock(&g_ctx_mu);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+API CUresult cuCtxSetCurrent(CUcontext c) {
+  COUNT(cuCtxSetCurrent);
+  CHECK_INIT();
+  if (c && (c < g_ctx || c >= g_ctx + TWIN_MAX_GPUS || !c->null_stream)) return CUDA_ERROR_INVALID_CONTEXT;
+  t_current = c;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxGetCurrent(CUcontext *c) {
+  COUNT(cuCtxGetCurrent);
+  CHECK_INIT();
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  *c = t_current;
+  return CUDA_SUCCESS;
+}
+
+/* Every stream made on a device, for cuCtxSynchronize. */
+static struct twin_stream *g_streams[4096];
+static int g_nstreams;
+
+API CUresult cuCtxSynchronize(void) {
+  COUNT(cuCtxSynchronize);
+  CHECK_INIT();
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  struct twin_stream *s = t_current->null_stream;
+  wait_ticket(s, s->queued);
+  pthread_mutex_lock(&g_ctx_mu);
+  int n = g_nstreams;
+  pthread_mutex_unlock(&g_ctx_mu);
+  for (int i = 0; i < n; i++) {
+    if (g_streams[i]->dev == t_current->dev) wait_ticket(g_streams[i], g_streams[i]->queued);
+  }
+  return g_sticky;
+}
+
+API CUresult cuStreamCreate(CUstream *out, unsigned flags) {
+  COUNT(cuStreamCreate);
+  CHECK_INIT();
+  if (!out || flags > 1) return CUDA_ERROR_INVALID_VALUE;
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  struct twin_stream *s = stream_new(t_current->dev);
+  if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&g_ctx_mu);
+  if (g_nstreams < (int)(sizeof g_streams / sizeof g_streams[0])) g_streams[g_nstreams++] = s;
+  pthread_mutex_unlock(&g_ctx_mu);
+  *out = s;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuStreamDestroy_v2(CUstream h) {
+  COUNT(cuStreamDestroy_v2);
+  CHECK_INIT();
+  if ((uintptr_t)h <= 2 || h->destroyed) return CUDA_ERROR_INVALID_HANDLE;
+  /* As CUDA: returns at once; queued work still runs; the worker ends after it. */
+  pthread_mutex_lock(&h->mu);
+  h->destroyed = 1;
+  h->quit = 1;
+  pthread_cond_broadcast(&h->cv);
+  pthread_mutex_unlock(&h->mu);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuStreamQuery(CUstream h) {
+  COUNT(cuStreamQuery);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (g_sticky) return g_sticky;
+  return idle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+API CUresult cuStreamSynchronize(CUstream h) {
+  COUNT(cuStreamSynchronize);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  wait_ticket(s, s->queued);
+  return g_sticky;
+}
+
+/* ------------------------------------------------------------------ events */
+struct twin_event {
+  unsigned flags;
+  unsigned long long recorded, done;
+  double t;
+  int destroyed;
+};
+static pthread_mutex_t g_ev_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_ev_cv = PTHREAD_COND_INITIALIZER;
+
+struct ev_arg {
+  struct twin_event *e;
+  unsigned long long gen;
+};
+
+static void ev_fire(void *p) {
+  struct ev_arg *a = p;
+  pthread_mutex_lock(&g_ev_mu);
+  a->e->t = now_s();
+  if (a->gen > a->e->done) a->e->done = a->gen;
+  pthread_cond_broadcast(&g_ev_cv);
+  pthread_mutex_unlock(&g_ev_mu);
+  free(a);
+}
+
+static int bad_event(CUevent e, const char *api) {
+  if (!e) return 1;
+  if (e->destroyed) {
+    complain("%s: event %#llx used after cuEventDestroy", api, (unsigned long long)(uintptr_t)e);
+    return 1;
+  }
+  return 0;
+}
+
+API CUresult cuEventCreate(CUevent *out, unsigned flags) {
+  COUNT(cuEventCreate);
+  CHECK_INIT();
+  if (!out || flags > 0xf) return CUDA_ERROR_INVALID_VALUE;
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  struct twin_event *e = calloc(1, sizeof *e);
+  if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+  e->flags = flags;
+  *out = e;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuEventDestroy_v2(CUevent e) {
+  COUNT(cuEventDestroy_v2);
+  CHECK_INIT();
+  if (bad_event(e, "cuEventDestroy")) return CUDA_ERROR_INVALID_HANDLE;
+  e->destroyed = 1; /* kept: queued work may still fire it, and reuse is reported */
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuEventRecord(CUevent e, CUstream h) {
+  COUNT(cuEventRecord);
+  CHECK_INIT();
+  if (bad_event(e, "cuEventRecord")) return CUDA_ERROR_INVALID_HANDLE;
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  struct ev_arg *a = malloc(sizeof *a);
+  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&g_ev_mu);
+  a->e = e;
+  a->gen = ++e->recorded;
+  pthread_mutex_unlock(&g_ev_mu);
+  enqueue(s, ev_fire, a);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+  COUNT(cuEventElapsedTime);
+  CHECK_INIT();
+  if (!ms) return CUDA_ERROR_INVALID_VALUE;
+  if (bad_event(a, "cuEventElapsedTime") || bad_event(b, "cuEventElapsedTime")) return CUDA_ERROR_INVALID_HANDLE;
+  if ((a->flags | b->flags) & 0x2) return CUDA_ERROR_INVALID_HANDLE; /* CU_EVENT_DISABLE_TIMING */
+  pthread_mutex_lock(&g_ev_mu);
+  int recorded = a->recorded && b->recorded;
+  int complete = a->done == a->recorded && b->done == b->recorded;
+  double d = b->t - a->t;
+  pthread_mutex_unlock(&g_ev_mu);
+  if (!recorded) return CUDA_ERROR_INVALID_HANDLE;
+  if (!complete) return CUDA_ERROR_NOT_READY;
+  *ms = (float)(d * 1e3);
+  return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ memory */
+typedef struct {
+  CUdeviceptr base;
+  size_t size;
+  unsigned char *host;
+  int dev, freed, mapped;
+} alloc_t;
+static alloc_t *g_allocs;
+static size_t g_nallocs, g_cap;
+static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static CUdeviceptr g_next[TWIN_MAX_GPUS];
+static unsigned long long g_used[TWIN_MAX_GPUS];
+
+#define ROUND(x, a) (((x) + (a) - 1) / (a) * (a))
+
+static CUresult mem_alloc(CUdeviceptr *out, size_t size, int dev) {
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t rsize = ROUND(size, 256);
+  pthread_mutex_lock(&g_mem_mu);
+  if (g_used[dev] + rsize > twin_gpu_memory()) {
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  unsigned char *host;
+  int mapped = rsize >= (1u << 20);
+  if (mapped) {
+    host = mmap(NULL, rsize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (host == MAP_FAILED) host = NULL;
+  } else {
+    host = calloc(1, rsize);
+  }
+  if (!host) {
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (!g_next[dev]) g_next[dev] = 0x7a0000000000ULL + ((CUdeviceptr)dev << 40);
+  CUdeviceptr base = g_next[dev];
+  /* never reused, with a gap after each: a stale or overrunning pointer is caught */
+  g_next[dev] += ROUND(rsize, 1u << 20) + (1u << 20);
+  if (g_nallocs == g_cap) {
+    g_cap = g_cap ? 2 * g_cap : 256;
+    g_allocs = realloc(g_allocs, g_cap * sizeof *g_allocs);
+    if (!g_allocs) abort();
+  }
+  /* keep the table sorted by base */
+  size_t at = g_nallocs;
+  while (at > 0 && g_allocs[at - 1].base > base) at--;
+  memmove(&g_allocs[at + 1], &g_allocs[at], (g_nallocs - at) * sizeof *g_allocs);
+  g_allocs[at] = (alloc_t){base, rsize, host, dev, 0, mapped};
+  g_nallocs++;
+  g_used[dev] += rsize;
+  pthread_mutex_unlock(&g_mem_mu);
+  *out = base;
+  return CUDA_SUCCESS;
+}
+
+/* The allocation holding [p, p + len), or NULL (reported as `api` did it). */
+static alloc_t *find(CUdeviceptr p, size_t len, const char *api) {
+  size_t lo = 0, hi = g_nallocs;
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (g_allocs[mid].base <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  alloc_t *a = lo ? &g_allocs[lo - 1] : NULL;
+  if (!a || p >= a->base + a->size) {
+    complain("%s: device pointer %#llx was not allocated by the twin", api, p);
+    return NULL;
+  }
+  if (a->freed) {
+    complain("%s: device pointer %#llx used after it was freed", api, p);
+    return NULL;
+  }
+  if (len > a->size - (p - a->base)) {
+    complain("%s: access past the end of the allocation at %#llx", api, p);
+    return NULL;
+  }
+  return a;
+}
+
+/* Host address of [p, p + len), or NULL (reported). */
+static unsigned char *host_ptr(CUdeviceptr p, size_t len, const char *api) {
+  pthread_mutex_lock(&g_mem_mu);
+  alloc_t *a = find(p, len, api);
+  unsigned char *h = a ? a->host + (p - a->base) : NULL;
+  pthread_mutex_unlock(&g_mem_mu);
+  return h;
+}
+
+static CUresult mem_free(CUdeviceptr p, const char *api) {
+  pthread_mutex_lock(&g_mem_mu);
+  alloc_t *a = find(p, 0, api);
+  if (!a || a->base != p) {
+    if (a) complain("%s: %#llx is not the start of an allocation", api, p);
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (a->mapped) munmap(a->host, a->size);
+  else free(a->host);
+  a->host = NULL;
+  a->freed = 1;
+  g_used[a->dev] -= a->size;
+  pthread_mutex_unlock(&g_mem_mu);
+  return CUDA_SUCCESS;
+}
+
+/* A bad pointer met by queued work: the context is broken from now on. */
+static void fault(void) { g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS; }
+
+API CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t size) {
+  COUNT(cuMemAlloc_v2);
+  CHECK_INIT();
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  return mem_alloc(out, size, t_current->dev);
+}
+
+API CUresult cuMemFree_v2(CUdeviceptr p) {
+  COUNT(cuMemFree_v2);
+  CHECK_INIT();
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  /* cuMemFree synchronises the device first */
+  struct twin_stream *s = t_current->null_stream;
+  wait_ticket(s, s->queued);
+  pthread_mutex_lock(&g_ctx_mu);
+  int n = g_nstreams;
+  pthread_mutex_unlock(&g_ctx_mu);
+  for (int i = 0; i < n; i++)
+    if (g_streams[i]->dev == t_current->dev && !g_streams[i]->destroyed) wait_ticket(g_streams[i], g_streams[i]->queued);
+  return mem_free(p, "cuMemFree");
+}
+
+API CUresult cuMemAllocAsync(CUdeviceptr *out, size_t size, CUstream h) {
+  COUNT(cuMemAllocAsync);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  return mem_alloc(out, size, s->dev);
+}
+
+static void free_later(void *p) {
+  mem_free((CUdeviceptr)(uintptr_t)p, "cuMemFreeAsync (when it ran)");
+}
+
+API CUresult cuMemFreeAsync(CUdeviceptr p, CUstream h) {
+  COUNT(cuMemFreeAsync);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (!host_ptr(p, 0, "cuMemFreeAsync")) return CUDA_ERROR_INVALID_VALUE;
+  enqueue(s, free_later, (void *)(uintptr_t)p);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total) {
+  COUNT(cuMemGetInfo_v2);
+  CHECK_INIT();
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!free_b || !total) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&g_mem_mu);
+  *total = (size_t)twin_gpu_memory();
+  *free_b = *total - (size_t)g_used[t_current->dev];
+  pthread_mutex_unlock(&g_mem_mu);
+  return CUDA_SUCCESS;
+}
+
+struct copy {
+  CUdeviceptr dst, src; /* device ends (0 when the end is host memory) */
+  unsigned char *hdst;
+  const unsigned char *hsrc;
+  unsigned char *staged; /* owned copy of a pageable source */
+  size_t n;
+  int value; /* memset */
+  const char *api;
+};
+
+static void do_copy(void *p) {
+  struct copy *c = p;
+  unsigned char *d = c->dst ? host_ptr(c->dst, c->n, c->api) : c->hdst;
+  const unsigned char *s = c->src ? host_ptr(c->src, c->n, c->api) : c->hsrc;
+  if (c->value >= 0 && d) memset(d, c->value, c->n);
+  else if (d && s) memmove(d, s, c->n);
+  else fault();
+  free(c->staged);
+  free(c);
+}
+
+static struct copy *new_copy(const char *api) {
+  struct copy *c = calloc(1, sizeof *c);
+  if (c) {
+    c->api = api;
+    c->value = -1;
+  }
+  return c;
+}
+
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream h) {
+  COUNT(cuMemcpyHtoDAsync_v2);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (n == 0) return CUDA_SUCCESS;
+  if (!src || !host_ptr(dst, n, "cuMemcpyHtoDAsync")) return CUDA_ERROR_INVALID_VALUE;
+  struct copy *c = new_copy("cuMemcpyHtoDAsync");
+  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  /* a pageable source is staged before the call returns, as the driver does */
+  c->staged = malloc(n);
+  if (!c->staged) {
+    free(c);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  memcpy(c->staged, src, n);
+  __atomic_add_fetch(&g_htod_bytes, n, __ATOMIC_RELAXED);
+  c->hsrc = c->staged;
+  c->dst = dst;
+  c->n = n;
+  enqueue(s, do_copy, c);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream h) {
+  COUNT(cuMemcpyDtoHAsync_v2);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (n == 0) return CUDA_SUCCESS;
+  if (!dst || !host_ptr(src, n, "cuMemcpyDtoHAsync")) return CUDA_ERROR_INVALID_VALUE;
+  struct copy *c = new_copy("cuMemcpyDtoHAsync");
+  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  c->hdst = dst;
+  c->src = src;
+  c->n = n;
+  __atomic_add_fetch(&g_dtoh_bytes, n, __ATOMIC_RELAXED);
+  /* into pageable memory the call returns once the copy is done */
+  wait_ticket(s, enqueue(s, do_copy, c));
+  return g_sticky;
+}
+
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
+  COUNT(cuMemcpyDtoDAsync_v2);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (n == 0) return CUDA_SUCCESS;
+  if (!host_ptr(dst, n, "cuMemcpyDtoDAsync") || !host_ptr(src, n, "cuMemcpyDtoDAsync")) return CUDA_ERROR_INVALID_VALUE;
+  struct copy *c = new_copy("cuMemcpyDtoDAsync");
+  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  c->dst = dst;
+  c->src = src;
+  c->n = n;
+  enqueue(s, do_copy, c);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream h) {
+  COUNT(cuMemsetD8Async);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (n == 0) return CUDA_SUCCESS;
+  if (!host_ptr(dst, n, "cuMemsetD8Async")) return CUDA_ERROR_INVALID_VALUE;
+  struct copy *c = new_copy("cuMemsetD8Async");
+  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  c->dst = dst;
+  c->n = n;
+  c->value = v;
+  enqueue(s, do_copy, c);
+  return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ modules */
+struct twin_module {
+  int unloaded;
+};
+enum { FN_FILL, FN_CHECK };
+struct twin_fn {
+  int which;
+  struct twin_module *m;
+};
+
+API CUresult cuModuleLoadData(CUmodule *out, const void *image) {
+  COUNT(cuModuleLoadData);
+  CHECK_INIT();
+  if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  const char *ptx = image;
+  /* burnin ships PTX text with its two kernels; anything else is not an image the
+   * twin can run (it has no JIT: it runs the host build of kernels.cu). */
+  if (!strstr(ptx, ".version") || !strstr(ptx, ".target") ||
+      !strstr(ptx, ".entry burnin_fill(") || !strstr(ptx, ".entry burnin_check("))
+    return CUDA_ERROR_INVALID_IMAGE;
+  struct twin_module *m = calloc(1, sizeof *m);
+  if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  *out = m;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name) {
+  COUNT(cuModuleGetFunction);
+  CHECK_INIT();
+  if (!out || !m || !name) return CUDA_ERROR_INVALID_VALUE;
+  if (m->unloaded) return CUDA_ERROR_INVALID_HANDLE;
+  int which;
+  if (!strcmp(name, "burnin_fill")) which = FN_FILL;
+  else if (!strcmp(name, "burnin_check")) which = FN_CHECK;
+  else return CUDA_ERROR_NOT_FOUND;
+  struct twin_fn *f = calloc(1, sizeof *f);
+  if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
+  f->which = which;
+  f->m = m;
+  *out = f;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuModuleUnload(CUmodule m) {
+  COUNT(cuModuleUnload);
+  CHECK_INIT();
+  if (!m || m->unloaded) return CUDA_ERROR_INVALID_HANDLE;
+  m->unloaded = 1;
+  return CUDA_SUCCESS;
+}
+
+struct launch {
+  int which;
+  unsigned long long a[8];
+  unsigned dtype;
+};
+
+static size_t dtype_size(unsigned d) {
+  static const size_t s[] = {4, 8, 2, 2, 4, 1};
+  return d < 6 ? s[d] : 0;
+}
+
+static void run_kernel(void *p) {
+  struct launch *l = p;
+  if (l->which == FN_FILL) {
+    unsigned long long es = l->a[1], len = l->a[2], period = l->a[4], phase = l->a[5];
+    unsigned char *dst = host_ptr(l->a[0], len * es, "burnin_fill");
+    unsigned char *table = host_ptr(l->a[3], period * es, "burnin_fill");
+    if (dst && table) burnin_fill(dst, es, len, table, period, phase);
+    else fault();
+  } else {
+    unsigned long long len = l->a[2], period = l->a[4], phase = l->a[5], base = l->a[6];
+    size_t es = dtype_size(l->dtype);
+    unsigned char *buf = host_ptr(l->a[0], len * es, "burnin_check");
+    unsigned char *wt = host_ptr(l->a[3], period * 16, "burnin_check");
+    unsigned char *ctr = host_ptr(l->a[7], (2 + SAMPLE) * 8, "burnin_check");
+    if (buf && wt && ctr) burnin_check(buf, l->dtype, len, (const double *)wt, period, phase, base, (u64 *)ctr);
+    else fault();
+  }
+  free(l);
+}
+
+API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                            unsigned bz, unsigned shmem, CUstream h, void **params, void **extra) {
+  COUNT(cuLaunchKernel);
+  CHECK_INIT();
+  if (!f || f->m->unloaded) return CUDA_ERROR_INVALID_HANDLE;
+  if (!params || extra || shmem) return CUDA_ERROR_INVALID_VALUE;
+  if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  struct launch *l = calloc(1, sizeof *l);
+  if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
+  l->which = f->which;
+  /* the parameters are copied at launch, as the driver does */
+  if (f->which == FN_FILL) {
+    for (int i = 0; i < 6; i++) l->a[i] = *(unsigned long long *)params[i];
+    unsigned long long es = l->a[1];
+    if ((es != 1 && es != 2 && es != 4 && es != 8) || !l->a[4] || !host_ptr(l->a[0], l->a[2] * es, "burnin_fill") ||
+        !host_ptr(l->a[3], l->a[4] * es, "burnin_fill")) {
+      free(l);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  } else {
+    for (int i = 0; i < 8; i++) l->a[i] = i == 1 ? 0 : *(unsigned long long *)params[i];
+    l->dtype = *(unsigned *)params[1];
+    size_t es = dtype_size(l->dtype);
+    if (!es || !l->a[4] || !host_ptr(l->a[0], l->a[2] * es, "burnin_check") ||
+        !host_ptr(l->a[3], l->a[4] * 16, "burnin_check") || !host_ptr(l->a[7], (2 + SAMPLE) * 8, "burnin_check")) {
+      free(l);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  }
+  enqueue(s, run_kernel, l);
+  return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ errors */
+static const char *err_name(CUresult e) {
+  switch (e) {
+    case CUDA_SUCCESS: return "CUDA_SUCCESS";
+    case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
+    case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
+    case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
+    case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
+    case CUDA_ERROR_INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
+    case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
+    case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
+    case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
+    case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
+    case CUDA_ERROR_ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
+    default: return NULL;
+  }
+}
+
+API CUresult cuGetErrorName(CUresult e, const char **out) {
+  COUNT_NOW(cuGetErrorName);
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  *out = err_name(e);
+  return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGetErrorString(CUresult e, const char **out) {
+  COUNT_NOW(cuGetErrorString);
+  if (!out) return CUDA_ERROR_INVALID_VALUE;
+  switch (e) {
+    case CUDA_SUCCESS: *out = "no error"; break;
+    case CUDA_ERROR_INVALID_VALUE: *out = "invalid argument (burnin-twin)"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *out = "out of memory (burnin-twin)"; break;
+    case CUDA_ERROR_NOT_INITIALIZED: *out = "initialization error (burnin-twin)"; break;
+    case CUDA_ERROR_NO_DEVICE: *out = "no CUDA-capable device is detected (burnin-twin)"; break;
+    case CUDA_ERROR_INVALID_DEVICE: *out = "invalid device ordinal (burnin-twin)"; break;
+    case CUDA_ERROR_INVALID_IMAGE: *out = "device kernel image is invalid (burnin-twin)"; break;
+    case CUDA_ERROR_INVALID_CONTEXT: *out = "invalid device context (burnin-twin)"; break;
+    case CUDA_ERROR_INVALID_HANDLE: *out = "invalid resource handle (burnin-twin)"; break;
+    case CUDA_ERROR_NOT_FOUND: *out = "named symbol not found (burnin-twin)"; break;
+    case CUDA_ERROR_NOT_READY: *out = "device not ready (burnin-twin)"; break;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: *out = "an illegal memory access was encountered (burnin-twin)"; break;
+    case CUDA_ERROR_UNKNOWN: *out = "unknown error (burnin-twin)"; break;
+    default: *out = NULL; return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ for the NCCL twin */
+/* Queue fn(arg) on stream h (NULL: the current context's default stream); 0 when h is
+ * not a live stream. */
+API int burnin_twin_enqueue(CUstream h, void (*fn)(void *), void *arg) {
+  struct twin_stream *s = resolve(h);
+  if (!s) return 0;
+  enqueue(s, fn, arg);
+  return 1;
+}
+
+/* Host address of device memory [p, p + len) (NULL, reported, when it is not valid);
+ * a NULL from inside queued work breaks the context as a real fault would. */
+API void *burnin_twin_host_ptr(CUdeviceptr p, size_t len, const char *who, int in_queued_work) {
+  void *h = host_ptr(p, len, who);
+  if (!h && in_queued_work) fault();
+  return h;
+}
+
+/* The device (visible ordinal) and physical twin GPU of the current context; -1 when
+ * none is current. */
+API int burnin_twin_current_device(int *physical) {
+  if (!t_current) return -1;
+  if (physical) *physical = g_phys[t_current->dev];
+  return t_current->dev;
+}

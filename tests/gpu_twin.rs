@@ -1,0 +1,765 @@
+//! burnin's GPU paths on the GPU twin (tests/gpu-twin): the real binary under the real
+//! mpirun, with fake libcuda.so.1, libnccl.so.2 and libnvidia-ml.so.1 first on the
+//! loader path. The twin implements semantics, not performance: nothing here reads a
+//! timing as a measurement.
+//!
+//! Every twin library counts the calls of each of its entry points; the last test waits
+//! for the others and checks that burnin called every entry point the twin exports and
+//! that no run met a function the twin lacks.
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The tests the coverage check waits for.
+const SCENARIOS: usize = 9;
+static FINISHED: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a scenario as finished when dropped (passed or failed).
+struct Scenario;
+impl Drop for Scenario {
+    fn drop(&mut self) {
+        FINISHED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// This test process's folder for the twin's call counts and the runs' output.
+fn counts_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("gpu-twin")
+            .join(format!("counts-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("outputs")).unwrap();
+        d
+    })
+}
+
+fn save(name: &str, r: &Run) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(counts_dir().join("outputs").join(format!("{name}.log")))
+        .unwrap();
+    let _ = writeln!(f, "{}", r.all());
+}
+
+/// `mpirun -np N burnin ARGS` on the twin with `env`.
+fn on_twin(name: &str, np: usize, args: &[&str], env: &[(&str, &str)], limit: Duration) -> Run {
+    let mut c = mpirun_cmd(np);
+    twin().env(&mut c, counts_dir());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.arg(bin()).args(args);
+    let r = run_bounded(c, limit);
+    save(name, &r);
+    assert_no_panic(&r);
+    assert!(!r.timed_out, "{name}: timed out: {}", r.all());
+    r
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(
+        &std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    )
+    .unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Processes whose command line mentions `marker` (the run's own temp folder).
+fn processes_mentioning(marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if e.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(marker) {
+                out.push(cmd);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn probe_lists_twin_gpus_with_driver_and_nccl_versions_per_rank() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let j = dir.path().join("probe.json");
+    let r = on_twin(
+        "probe",
+        2,
+        &["probe", "--json", s(&j)],
+        &[("TWIN_GPUS", "2")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let rows = json(&j);
+    for (rank, row) in rows.as_array().unwrap().iter().enumerate() {
+        let gpus = row["cuda"]["gpus"].as_array().unwrap();
+        assert_eq!(gpus.len(), 2, "{row}");
+        assert_eq!(
+            gpus[rank]["name"],
+            format!("burnin-twin GPU {rank}"),
+            "{row}"
+        );
+        assert_eq!(row["cuda"]["driver_version"], "13.0");
+        let nccl = row["nccl_version"].as_str().unwrap();
+        assert!(
+            nccl.starts_with("2.28.9 (") && nccl.contains("gpu-twin"),
+            "{nccl}"
+        );
+    }
+    // The rank table and NVML's view say what they are: the twin.
+    assert!(
+        r.stdout.contains("burnin-twin GPU 1 (0000:2a:00.0)"),
+        "{}",
+        r.all()
+    );
+    assert!(
+        r.stdout.contains("driver 580.00-burnin-twin"),
+        "{}",
+        r.all()
+    );
+}
+
+#[test]
+fn probe_against_dgx_h100_names_the_gpu_whose_nvlink_is_down() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let topo = Path::new(env!("CARGO_MANIFEST_DIR")).join("topologies/dgx-h100.toml");
+    let board = dir.path().join("hgx.topo");
+    let run = |extra: &str, name: &str| {
+        std::fs::write(&board, format!("nvswitch 18\n{extra}")).unwrap();
+        on_twin(
+            name,
+            2,
+            &["probe", "--topology", s(&topo)],
+            &[("TWIN_GPUS", "8"), ("TWIN_TOPOLOGY", s(&board))],
+            Duration::from_secs(60),
+        )
+    };
+    let healthy = run("", "probe-topology-healthy");
+    assert!(healthy.stdout.contains("NV18"), "{}", healthy.all());
+    assert!(!healthy.stdout.contains("NVLink down"), "{}", healthy.all());
+    let down = run("down 3 5\n", "probe-topology-down");
+    assert_eq!(down.code, Some(1), "{}", down.all());
+    assert!(
+        down.stdout
+            .contains("GPU 3 (00000000:5D:00.0) has 17 of 18 NVLinks active — NVLink down"),
+        "{}",
+        down.all()
+    );
+    assert_eq!(
+        down.stdout.matches("NVLink down").count(),
+        1,
+        "only GPU 3: {}",
+        down.all()
+    );
+}
+
+#[test]
+fn cuda_12_drivers_run_and_an_older_one_is_refused_in_one_line() {
+    let _s = Scenario;
+    let args = [
+        "sweep",
+        "--backend",
+        "nccl",
+        "--tiers",
+        "world",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--no-transport",
+    ];
+    for v in ["12000", "12040", "12080"] {
+        let r = on_twin(
+            "driver-12",
+            2,
+            &args,
+            &[("TWIN_CUDA_VERSION", v)],
+            Duration::from_secs(60),
+        );
+        assert_eq!(r.code, Some(0), "driver {v}: {}", r.all());
+    }
+    let r = on_twin(
+        "driver-11",
+        2,
+        &args,
+        &[("TWIN_CUDA_VERSION", "11080")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("supports CUDA 11.8 but burnin needs CUDA 12.0 or newer"),
+        "{}",
+        r.all()
+    );
+}
+
+#[test]
+fn every_collective_type_and_op_is_right_on_three_twin_gpus() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let r = on_twin(
+        "sweep-all",
+        3,
+        &[
+            "sweep",
+            "--backend",
+            "nccl",
+            "--tiers",
+            "world",
+            "-c",
+            "all",
+            "-d",
+            "all",
+            "-o",
+            "all",
+            "-b",
+            "3K",
+            "-e",
+            "96K",
+            "-f",
+            "8",
+            "-n",
+            "2",
+            "-w",
+            "1",
+            "--out",
+            s(&out),
+        ],
+        &[("TWIN_GPUS", "4")],
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let run = json(&out.join("run.json"));
+    let points = run["points"].as_array().unwrap();
+    // 3 reducing collectives x 5 ops + 4 others, x 6 types x 2 sizes x 2 placements
+    assert_eq!(points.len(), (3 * 5 + 4) * 6 * 2 * 2, "{}", r.all());
+    assert!(points.iter().all(|p| p["wrong"] == 0), "{}", r.all());
+    assert_eq!(run["wrong_total"], 0);
+    let stacks = run["provenance"]["rank_stacks"].as_array().unwrap();
+    assert_eq!(stacks.len(), 3);
+    assert!(
+        stacks[2].as_str().unwrap().contains("burnin-twin GPU 2"),
+        "{stacks:?}"
+    );
+}
+
+#[test]
+fn a_wrong_element_a_hang_and_an_async_error_are_caught() {
+    let _s = Scenario;
+    let base = [
+        "sweep",
+        "--backend",
+        "nccl",
+        "--tiers",
+        "world",
+        "-b",
+        "1K",
+        "-e",
+        "4K",
+        "-f",
+        "2",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--no-transport",
+    ];
+    // From its 5th call (the second size's warm-up) rank 1's results are off by a bit.
+    let r = on_twin(
+        "wrong",
+        2,
+        &base,
+        &[("TWIN_NCCL_WRONG", "1:5")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("WRONG: all_reduce 2KiB f32: rank 1 first at element 0"),
+        "{}",
+        r.all()
+    );
+    assert!(
+        r.stdout.contains("Out of bounds values : 5 FAILED"),
+        "{}",
+        r.all()
+    );
+
+    // Rank 1's third call never completes: both ranks end at their 4 s deadline.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hang");
+    let mut args: Vec<&str> = vec!["-T", "4"];
+    args.extend_from_slice(&base);
+    args.extend_from_slice(&["--out", s(&out)]);
+    let t = Instant::now();
+    let r = on_twin(
+        "hang",
+        2,
+        &args,
+        &[("TWIN_NCCL_HANG", "1:3")],
+        Duration::from_secs(60),
+    );
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("all_reduce 1KiB f32 sum on tier world group 0 (ranks [0, 1]): not complete within the 4 s deadline"),
+        "{}",
+        r.all()
+    );
+    assert!(
+        r.stderr.contains("the NCCL communicator was aborted"),
+        "{}",
+        r.all()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let left = processes_mentioning(s(dir.path()));
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    // A message larger than the GPU's memory: a CUDA error naming the size.
+    let r = on_twin(
+        "out-of-memory",
+        2,
+        &[
+            "sweep",
+            "--backend",
+            "nccl",
+            "--tiers",
+            "world",
+            "-b",
+            "64M",
+            "-e",
+            "64M",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "--no-transport",
+        ],
+        &[("TWIN_GPU_MEMORY_MIB", "96")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("allocating 64MiB on GPU")
+            && r.stderr
+                .contains("CUDA_ERROR_OUT_OF_MEMORY (out of memory (burnin-twin))"),
+        "{}",
+        r.all()
+    );
+
+    // Rank 0's second call reports an asynchronous error instead of running.
+    let r = on_twin(
+        "async-error",
+        2,
+        &base,
+        &[("TWIN_NCCL_ASYNC_ERROR", "0:2")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("NCCL reported") && r.stderr.contains("injected async error at call 2"),
+        "{}",
+        r.all()
+    );
+}
+
+/// Bytes the CUDA twin copied between host and device for one run's counts files.
+fn copied(dir: &Path) -> (u64, u64) {
+    let (mut htod, mut dtoh) = (0, 0);
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !name.starts_with("cuda.") {
+            continue;
+        }
+        for line in std::fs::read_to_string(e.path()).unwrap().lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            match w.as_slice() {
+                ["#", "bytes_htod", n] => htod += n.parse::<u64>().unwrap(),
+                ["#", "bytes_dtoh", n] => dtoh += n.parse::<u64>().unwrap(),
+                _ => {}
+            }
+        }
+    }
+    (htod, dtoh)
+}
+
+#[test]
+fn buffers_are_filled_and_checked_on_the_gpu_not_through_the_host() {
+    let _s = Scenario;
+    // 64 MiB of f32, out of place and in place: uploading the data (what burnin did
+    // before) would copy 64 MiB per buffer and point.
+    for (check, want_dtoh) in [("0", 0u64), ("1", 2 * 2 * 80)] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = mpirun_cmd(2);
+        twin().env(&mut c, dir.path());
+        c.arg(bin()).args([
+            "sweep",
+            "--backend",
+            "nccl",
+            "--tiers",
+            "world",
+            "-b",
+            "64M",
+            "-e",
+            "64M",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "--no-transport",
+            "--check",
+            check,
+        ]);
+        let r = run_bounded(c, Duration::from_secs(120));
+        save("host-traffic", &r);
+        assert_eq!(r.code, Some(0), "{}", r.all());
+        let (htod, dtoh) = copied(dir.path());
+        // tables (a few bytes per fill or check) and the check counters only
+        assert!(
+            htod < 64 << 10,
+            "--check {check}: {htod} bytes host -> device"
+        );
+        assert_eq!(
+            dtoh, want_dtoh,
+            "--check {check}: 80 counter bytes per checked point and rank"
+        );
+        // merge into the coverage counts
+        for e in std::fs::read_dir(dir.path()).unwrap().flatten() {
+            std::fs::copy(e.path(), counts_dir().join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn smoke_passes_on_twin_gpus_and_names_the_rank_without_one() {
+    let _s = Scenario;
+    let r = on_twin(
+        "smoke",
+        2,
+        &["smoke", "--backend", "nccl"],
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    for check in [
+        "gpu",
+        "context",
+        "memory",
+        "comm-init",
+        "all_reduce",
+        "ckpt-dir",
+    ] {
+        assert!(
+            r.stdout
+                .lines()
+                .any(|l| l.starts_with("PASS") && l.split_whitespace().nth(1) == Some(check)),
+            "{check}: {}",
+            r.all()
+        );
+    }
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("SKIP  matmul")
+            && l.contains("libtorch")
+            && l.contains("sees no CUDA device")),
+        "{}",
+        r.all()
+    );
+    let r = on_twin(
+        "smoke-missing",
+        2,
+        &["smoke", "--backend", "nccl"],
+        &[("TWIN_RANK_GPUS", "1:0")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("FAIL  gpu")
+            && l.contains("rank 1 (")
+            && l.contains("sees no GPU")),
+        "{}",
+        r.all()
+    );
+}
+
+#[test]
+fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A kit as launch/gpu-kit lays it out, with this build's binary and the machine's
+    // own Open MPI (env.sh adds nothing), and no nccl-tests source.
+    let kit = dir.path().join("kit");
+    std::fs::create_dir_all(kit.join("bin")).unwrap();
+    std::os::unix::fs::symlink(bin(), kit.join("bin/burnin")).unwrap();
+    std::fs::copy(root.join("launch/gpu-check"), kit.join("gpu-check")).unwrap();
+    std::fs::write(
+        kit.join("env.sh"),
+        "# the test's kit: the machine's Open MPI\n",
+    )
+    .unwrap();
+    std::fs::write(
+        kit.join("MANIFEST.txt"),
+        "# burnin GPU kit (test)\nminimum glibc: 2.17\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let mut c = Command::new("bash");
+    c.arg(kit.join("gpu-check"))
+        .args(["--out", s(&out), "--budget", "240"]);
+    twin().env(&mut c, counts_dir());
+    // The project venv's python: it has torch (CPU-only here: libtorch sees no CUDA).
+    let venv = root.join(".venv/bin");
+    c.env(
+        "PATH",
+        format!(
+            "{}:{}",
+            venv.display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+    )
+    .env("TWIN_GPUS", "2")
+    .env("TWIN_GPU_MEMORY_MIB", "256")
+    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    .env("OMPI_MCA_btl", "self,vader,tcp")
+    .env("OMPI_MCA_btl_tcp_if_include", "lo")
+    .env("OMPI_MCA_oob_tcp_if_include", "lo");
+    let r = run_bounded(c, Duration::from_secs(300));
+    save("gpu-check", &r);
+    let summary = json(&out.join("summary.json"));
+    assert!(
+        out.join("summary.md").is_file() && out.join("results.tar.gz").is_file(),
+        "{}",
+        r.all()
+    );
+    assert_eq!(summary["gpus"], 2, "{summary}");
+    let status = |step: &str| -> (String, String) {
+        let x = summary["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["step"] == step)
+            .unwrap_or_else(|| panic!("no step {step}: {summary}"));
+        (
+            x["status"].as_str().unwrap().into(),
+            x["note"].as_str().unwrap_or("").into(),
+        )
+    };
+    for step in [
+        "preflight",
+        "evidence",
+        "probe",
+        "smoke",
+        "nccl-correctness",
+        "nccl-perf",
+    ] {
+        assert_eq!(
+            status(step).0,
+            "pass",
+            "{step}: {:?}\n{}",
+            status(step),
+            r.all()
+        );
+    }
+    assert!(
+        status("preflight")
+            .1
+            .contains("libtorch sees no CUDA device"),
+        "{:?}",
+        status("preflight")
+    );
+    for step in ["copy-bandwidth", "train-resume-parity", "chaos"] {
+        let (st, note) = status(step);
+        assert_eq!(st, "fail", "{step}");
+        assert!(
+            note.contains("libtorch sees no CUDA device"),
+            "{step}: {note}"
+        );
+    }
+    for step in ["nccl-tests-build", "nccl-tests"] {
+        let (st, note) = status(step);
+        assert_eq!(st, "skip", "{step}");
+        assert!(
+            note.contains("no all_reduce_perf on PATH and no nccl-tests source"),
+            "{step}: {note}"
+        );
+    }
+    assert_eq!(summary["nccl_correctness"]["wrong"], 0, "{summary}");
+    assert!(
+        summary["nccl_correctness"]["points"].as_u64().unwrap() > 600,
+        "{summary}"
+    );
+    assert_eq!(summary["nccl_perf"]["checked_wrong"], 0, "{summary}");
+    // up to a quarter of the twin GPU's 256 MiB
+    assert_eq!(
+        summary["nccl_perf"]["largest"]["all_reduce"]["bytes"],
+        64 << 20,
+        "{summary}"
+    );
+    assert_eq!(summary["probe"]["gpu"][0], "burnin-twin GPU 0", "{summary}");
+    assert_eq!(
+        summary["outcome"], "fail",
+        "the libtorch steps cannot pass on the twin"
+    );
+}
+
+#[test]
+fn tiers_on_two_simulated_nodes_run_over_nccl_with_p2p_inside_and_sockets_between() {
+    let _s = Scenario;
+    const SIM: SimCluster = SimCluster {
+        prefix: "bg-",
+        subnet: "10.79.0",
+    };
+    let Some(_down) = SIM.up(&[]) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("tiers");
+    // 4 ranks fill node0 and node1: 2 twin GPUs each.
+    let mut c = SIM.cmd(&[
+        "exec",
+        "--np",
+        "4",
+        "--",
+        bin(),
+        "sweep",
+        "--backend",
+        "nccl",
+        "--tiers",
+        "all",
+        "-b",
+        "64K",
+        "-e",
+        "256K",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--placement",
+        "out",
+        "--out",
+        s(&out),
+        // the twin's times are no measurement: judge no group against its peers
+        "--outlier-fraction",
+        "0.000001",
+    ]);
+    twin().env(&mut c, counts_dir());
+    c.env("TWIN_GPUS", "2");
+    let r = run_bounded(c, Duration::from_secs(180));
+    save("sim-tiers", &r);
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let run = json(&out.join("run.json"));
+    let tiers: Vec<&str> = run["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["tier"].as_str().unwrap())
+        .collect();
+    for t in ["intra", "inter", "rails", "world"] {
+        assert!(tiers.contains(&t), "tier {t}: {tiers:?}");
+    }
+    assert_eq!(run["wrong_total"], 0);
+    let transport = run["transport"].to_string();
+    assert!(
+        transport.contains("P2P/CUMEM") && transport.contains("NET/Socket"),
+        "{transport}"
+    );
+    assert!(r.stdout.contains("intra-node: P2P/CUMEM"), "{}", r.all());
+    assert!(r.stdout.contains("NET/Socket"), "{}", r.all());
+}
+
+/// Sum the call counts of every run of this test process, per library and entry point.
+fn total_counts() -> std::collections::BTreeMap<(String, String), u64> {
+    let mut total = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(counts_dir()).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(lib) = name.split('.').next().filter(|_| name.ends_with(".counts")) else {
+            continue;
+        };
+        for line in std::fs::read_to_string(e.path()).unwrap().lines() {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            if let [f, n] = w.as_slice() {
+                *total.entry((lib.to_string(), f.to_string())).or_insert(0) +=
+                    n.parse::<u64>().unwrap();
+            }
+        }
+    }
+    total
+}
+
+#[test]
+fn zz_every_twin_entry_point_was_called_and_burnin_met_none_missing() {
+    // The other tests of this file run alongside: wait for them (bounded).
+    let t = Instant::now();
+    while FINISHED.load(Ordering::SeqCst) < SCENARIOS {
+        assert!(
+            t.elapsed() < Duration::from_secs(600),
+            "the twin scenarios did not finish"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let total = total_counts();
+    let libs: Vec<&str> = ["cuda", "nccl", "nvml"].into();
+    for lib in &libs {
+        assert!(
+            total.keys().any(|(l, _)| l == lib),
+            "no counts from the {lib} twin: {total:?}"
+        );
+    }
+    let never: Vec<String> = total
+        .iter()
+        .filter(|(_, n)| **n == 0)
+        .map(|((l, f), _)| format!("{l}:{f}"))
+        .collect();
+    assert!(
+        never.is_empty(),
+        "twin entry points burnin never called: {never:?}"
+    );
+    // What burnin looked up and the twin lacks would show as one of these.
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(counts_dir().join("outputs"))
+        .unwrap()
+        .flatten()
+    {
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        for l in text.lines() {
+            if l.contains("Missing symbol")
+                || l.contains("FailedToLoadSymbol")
+                || (l.contains("NCCL") && l.contains(" lacks "))
+            {
+                missing.push(format!("{}: {l}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "functions burnin looked up that the twin lacks: {missing:?}"
+    );
+    eprintln!(
+        "twin coverage: {} entry points, all called ({} calls)",
+        total.len(),
+        total.values().sum::<u64>()
+    );
+}
