@@ -1,6 +1,7 @@
 //! burnin as a library: the binary's modules, public so integration tests and benches
 //! can use the pure parts (parsers, the collective table, statistics, reports).
 pub mod acceptance;
+pub mod app;
 pub mod argcheck;
 pub mod backend;
 pub mod card;
@@ -22,6 +23,7 @@ pub mod stats;
 pub mod sweep;
 pub mod topology;
 pub mod train;
+pub mod trainer;
 pub mod transport;
 pub mod units;
 pub mod watchdog;

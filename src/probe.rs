@@ -28,7 +28,7 @@ pub struct RankProbe {
     pub nccl_version: Option<String>,
     /// Why NCCL is not usable, when it is not.
     pub nccl_error: Option<String>,
-    /// libtorch version when built with the `train` feature.
+    /// libtorch version, as the training binary reports it (None: no burnin-train or libtorch).
     pub libtorch_version: Option<String>,
     /// Whether libtorch can use CUDA from this process.
     pub torch_cuda: Option<bool>,
@@ -56,17 +56,13 @@ pub fn mpi_version() -> String {
         .to_string()
 }
 
-#[cfg(feature = "train")]
+/// libtorch's version and whether it sees CUDA, as the training binary reports them
+/// (burnin has no libtorch of its own); None where there is none.
 fn torch_info() -> (Option<String>, Option<bool>) {
-    (
-        option_env!("BURNIN_LIBTORCH_VERSION").map(str::to_string),
-        Some(tch::Cuda::is_available()),
-    )
-}
-
-#[cfg(not(feature = "train"))]
-fn torch_info() -> (Option<String>, Option<bool>) {
-    (None, None)
+    match crate::trainer::torch_info() {
+        Ok(t) => (Some(t.version), Some(t.cuda_devices > 0)),
+        Err(_) => (None, None),
+    }
 }
 
 /// Probe this rank.

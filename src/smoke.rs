@@ -41,7 +41,7 @@ const FILE_BYTES: usize = 4 << 20;
 /// Bytes each rank allocates and round-trips through GPU memory.
 const GPU_BYTES: usize = 64 << 20;
 /// Side of the square matrices multiplied.
-const MATMUL_N: usize = 256;
+pub const MATMUL_N: usize = 256;
 /// Elements of the verified all_reduce (1 MiB of f32).
 const ALL_REDUCE_ELEMS: usize = 1 << 18;
 
@@ -337,10 +337,10 @@ fn check_context_and_memory(gpu: usize, dog: &Watchdog) -> (Check, Check) {
 }
 
 /// Element (i, j) of the test matrices: small integers, so products are exact.
-fn mat_a(i: usize, j: usize) -> i64 {
+pub fn mat_a(i: usize, j: usize) -> i64 {
     ((i * 7 + j * 3) % 9) as i64 - 4
 }
-fn mat_b(i: usize, j: usize) -> i64 {
+pub fn mat_b(i: usize, j: usize) -> i64 {
     ((i * 5 + j * 11 + 1) % 7) as i64 - 3
 }
 
@@ -375,74 +375,54 @@ pub fn product_errors(got: &[f32], want: &[i64]) -> (usize, Option<usize>) {
     (wrong, first)
 }
 
-#[cfg(feature = "train")]
-fn check_matmul(gpu: Option<usize>, dog: &Watchdog) -> Result<String, String> {
-    use tch::{Device, Kind, Tensor};
-    let n = MATMUL_N;
-    let device = match gpu {
-        Some(g) => Device::Cuda(g),
-        None => Device::Cpu,
+/// `matmul`: the product through libtorch, by the training binary in a child process
+/// (burnin has no libtorch of its own): `cuda:N` on a GPU rank, else `cpu`. SKIP with
+/// the reason when there is no training binary or libtorch, or libtorch sees no CUDA.
+fn check_matmul(gpu: Option<usize>) -> Check {
+    let t = Instant::now();
+    let trainer = match crate::trainer::locate() {
+        Ok(t) => t,
+        Err(e) => return skip("matmul", format!("no libtorch here: {e}")),
     };
-    let _guard = dog.arm("smoke: a matrix product through libtorch", STEP_LIMIT);
-    let fill = |f: fn(usize, usize) -> i64| -> Vec<f32> {
-        (0..n * n).map(|x| f(x / n, x % n) as f32).collect()
-    };
-    let (a, b) = (fill(mat_a), fill(mat_b));
-    let run = || -> Result<Vec<f32>, tch::TchError> {
-        let shape = [n as i64, n as i64];
-        let ta = Tensor::f_from_slice(&a)?
-            .f_reshape(shape)?
-            .f_to_device(device)?;
-        let tb = Tensor::f_from_slice(&b)?
-            .f_reshape(shape)?
-            .f_to_device(device)?;
-        let c = ta
-            .f_matmul(&tb)?
-            .f_to_device(Device::Cpu)?
-            .f_to_kind(Kind::Float)?
-            .f_reshape([-1])?;
-        Vec::<f32>::try_from(&c)
-    };
-    // tch panics on some errors instead of returning them: a panic is a FAIL too.
-    let got = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => return Err(format!("libtorch on {device:?}: {e}")),
-        Err(_) => return Err(format!("libtorch panicked on {device:?}")),
-    };
-    match product_errors(&got, &reference_product(n)) {
-        (0, _) => Ok(format!(
-            "{n}x{n} f32 product on {device:?} (libtorch {}) equals the exact result",
-            option_env!("BURNIN_LIBTORCH_VERSION").unwrap_or("?")
-        )),
-        (w, first) => Err(format!(
-            "{n}x{n} f32 product on {device:?}: {w} wrong element(s), first at {}",
-            first.unwrap_or(0)
-        )),
+    let device = gpu.map_or("cpu".to_string(), |g| format!("cuda:{g}"));
+    let mut c = trainer.command();
+    c.args(["--matmul-check", &device])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let r = crate::trainer::output_within(c, STEP_LIMIT).and_then(|out| {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or("");
+        serde_json::from_str::<crate::trainer::MatmulResult>(line).map_err(|_| {
+            let err = String::from_utf8_lossy(&out.stderr);
+            format!(
+                "{} --matmul-check {device} gave no result ({})",
+                trainer.exe.display(),
+                err.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no output")
+                    .trim()
+            )
+        })
+    });
+    match r {
+        Ok(m) if m.status == "skip" => skip("matmul", m.detail),
+        Ok(m) => from_result(
+            "matmul",
+            if m.status == "pass" {
+                Ok(m.detail)
+            } else {
+                Err(m.detail)
+            },
+            t,
+        ),
+        Err(e) => fail("matmul", e, t),
     }
-}
-
-#[cfg(not(feature = "train"))]
-fn check_matmul(_gpu: Option<usize>, _dog: &Watchdog) -> Result<String, String> {
-    Err(String::new())
-}
-
-/// Why libtorch cannot run the product on this rank's GPU, when the CUDA driver has
-/// one but libtorch sees none (its CUDA build does not fit the driver, or another
-/// driver entirely): then training cannot use the GPU either.
-#[cfg(feature = "train")]
-fn libtorch_without_cuda() -> Option<String> {
-    (tch::Cuda::device_count() == 0).then(|| {
-        format!(
-            "libtorch {} sees no CUDA device although the driver shows one: training cannot use \
-             this GPU (install the PyTorch wheel for this driver's CUDA)",
-            option_env!("BURNIN_LIBTORCH_VERSION").unwrap_or("?")
-        )
-    })
-}
-
-#[cfg(not(feature = "train"))]
-fn libtorch_without_cuda() -> Option<String> {
-    None
 }
 
 /// `ckpt-dir`: write, fsync, read back and compare a file, then remove it.
@@ -655,18 +635,10 @@ pub fn run(
             checks.push(skip(c, format!("CPU mode: {why_cpu}")));
         }
     }
-    let t = Instant::now();
     let matmul = if gpu_mode && gpu_index.is_none() {
         skip("matmul", "no GPU")
-    } else if let Some(why) = gpu_index.and_then(|_| libtorch_without_cuda()) {
-        skip("matmul", why)
-    } else if cfg!(feature = "train") {
-        from_result("matmul", check_matmul(gpu_index, &dog), t)
     } else {
-        skip(
-            "matmul",
-            format!("built without libtorch (feature `train`): no {MATMUL_N}x{MATMUL_N} product"),
-        )
+        check_matmul(gpu_index)
     };
     checks.push(matmul);
     let kind = if gpu_mode {

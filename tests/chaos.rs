@@ -7,7 +7,6 @@
 //! root and network namespaces; where they are refused the tests say so and use plain
 //! `mpirun -np 4` instead, or return. Cluster: prefix `bc-`, subnet 10.79.0 (other
 //! tests use other prefixes), always taken down at the end.
-#![cfg(feature = "train")]
 mod common;
 use common::*;
 use serde_json::Value;

@@ -190,17 +190,34 @@ fn single_process_without_mpirun_is_a_world_of_one() {
     assert!(r.stdout.contains("0/1"), "{}", r.stdout);
 }
 
-#[cfg(feature = "train")]
+/// The two binaries: `burnin` links no libtorch (it starts on a node without one);
+/// `burnin-train` keeps libtorch_cuda.so NEEDED (or tch sees no CUDA), and neither
+/// carries a library path of this build machine.
 #[test]
-fn binary_keeps_libtorch_cuda_as_needed() {
-    let out = std::process::Command::new("readelf")
-        .args(["-d", bin()])
-        .output()
-        .expect("readelf (binutils)");
-    let text = String::from_utf8_lossy(&out.stdout);
+fn only_the_training_binary_links_libtorch_and_neither_has_a_build_path() {
+    let readelf = |p: &std::path::Path| {
+        let out = std::process::Command::new("readelf")
+            .arg("-d")
+            .arg(p)
+            .output()
+            .expect("readelf (binutils)");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let core = readelf(std::path::Path::new(bin()));
+    assert!(core.contains("[libmpi.so.40]"), "{core}");
+    for lib in ["libtorch", "libc10"] {
+        assert!(!core.contains(lib), "burnin needs {lib}: {core}");
+    }
+    let train = std::path::Path::new(bin()).with_file_name("burnin-train");
+    let t = readelf(&train);
     assert!(
-        text.contains("NEEDED") && text.contains("[libtorch_cuda.so]"),
-        "{text}"
+        t.contains("NEEDED") && t.contains("[libtorch_cuda.so]"),
+        "{t}"
     );
-    assert!(text.contains("RUNPATH") || text.contains("RPATH"), "{text}");
+    for text in [&core, &t] {
+        assert!(
+            !text.contains("RUNPATH") && !text.contains("RPATH"),
+            "{text}"
+        );
+    }
 }

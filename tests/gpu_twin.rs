@@ -515,6 +515,8 @@ fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
     let kit = dir.path().join("kit");
     std::fs::create_dir_all(kit.join("bin")).unwrap();
     std::os::unix::fs::symlink(bin(), kit.join("bin/burnin")).unwrap();
+    let train = Path::new(bin()).with_file_name("burnin-train");
+    std::os::unix::fs::symlink(train, kit.join("bin/burnin-train")).unwrap();
     std::fs::copy(root.join("launch/gpu-check"), kit.join("gpu-check")).unwrap();
     std::fs::write(
         kit.join("env.sh"),
@@ -632,7 +634,7 @@ fn tiers_on_two_simulated_nodes_run_over_nccl_with_p2p_inside_and_sockets_betwee
     let _s = Scenario;
     const SIM: SimCluster = SimCluster {
         prefix: "bg-",
-        subnet: "10.79.0",
+        subnet: "10.81.0",
     };
     let Some(_down) = SIM.up(&[]) else { return };
     let dir = tempfile::tempdir().unwrap();

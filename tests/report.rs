@@ -159,22 +159,11 @@ fn json_records_keep_their_schema() {
     text.push_str(&schema_of(&serde_json::to_value(&acc).unwrap()));
     text.push_str("# sweep/run.json\n");
     text.push_str(&schema_of(&serde_json::to_value(&sweep).unwrap()));
-    #[cfg(feature = "train")]
-    {
-        let train: burnin::train::report::TrainReport =
-            serde_json::from_value(read_json(&h.join("train/run.json")))
-                .expect("train run.json parses");
-        text.push_str("# train/run.json\n");
-        text.push_str(&schema_of(&serde_json::to_value(&train).unwrap()));
-    }
-    #[cfg(not(feature = "train"))]
-    {
-        // Keep the golden file whole in a build without libtorch.
-        let g = std::fs::read_to_string(fixture("expected").join("schema.txt")).unwrap_or_default();
-        if let Some(i) = g.find("# train/run.json\n") {
-            text.push_str(&g[i..]);
-        }
-    }
+    let train: burnin::train::report::TrainReport =
+        serde_json::from_value(read_json(&h.join("train/run.json")))
+            .expect("train run.json parses");
+    text.push_str("# train/run.json\n");
+    text.push_str(&schema_of(&serde_json::to_value(&train).unwrap()));
     golden(&fixture("expected").join("schema.txt"), &text);
 }
 

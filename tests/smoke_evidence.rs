@@ -50,13 +50,11 @@ fn smoke_on_four_cpu_ranks_passes_with_one_line_per_check() {
         "{}",
         r.stdout
     );
-    if cfg!(feature = "train") {
-        assert!(
-            check_line(&r.stdout, "matmul").starts_with("PASS"),
-            "{}",
-            r.stdout
-        );
-    }
+    assert!(
+        check_line(&r.stdout, "matmul").starts_with("PASS"),
+        "{}",
+        r.stdout
+    );
     assert!(r.stdout.contains("# verdict: PASS"), "{}", r.stdout);
     // Printed once (rank 0), not four times.
     assert_eq!(

@@ -1,6 +1,5 @@
 //! `burnin train`'s acceptance on the real binary under mpirun, with real libtorch:
 //! bit-exact resume, SIGKILLs during checkpoint writes, refusals, the storage report.
-#![cfg(feature = "train")]
 mod common;
 use common::*;
 use serde_json::Value;

@@ -486,12 +486,4 @@ mod tests {
         assert!(older.iter().all(|&b| b == 7));
         assert!(corrupt_newest_shard(root, 2).is_err());
     }
-
-    #[cfg(feature = "train")]
-    #[test]
-    fn names_match_the_checkpoint_module() {
-        use crate::train::checkpoint;
-        assert_eq!(shard_file(3), checkpoint::shard_name(3));
-        assert_eq!(step_dir_step(&checkpoint::step_dir_name(40)), Some(40));
-    }
 }

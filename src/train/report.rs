@@ -1,10 +1,10 @@
 //! Records of a training run (steps.jsonl lines and run.json) and the summary rank 0
 //! prints. Plain serde structs; the arithmetic over them is pure and unit-tested.
 use super::args::TrainPlan;
-use super::checkpoint::{CkptWrite, RestoreRecord};
 use crate::report::table;
 use crate::results::provenance::Provenance;
 use crate::stats::{self, TimeStats};
+use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -169,8 +169,9 @@ pub struct TrainReport {
     #[serde(default)]
     pub bucket_bytes: Vec<u64>,
     /// Where the buckets were reduced: in the gradients' own memory ("direct"), or
-    /// through host memory ("host-staged", "uploaded").
-    pub grad_path: super::ddp::GradPath,
+    /// through host memory ("host-staged", "uploaded"); absent in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_path: Option<GradPath>,
     /// The gradient all-reduce per bucket size: median call time (slowest rank) and
     /// nccl-tests' busbw, over the steps of this run.
     #[serde(default)]
@@ -206,6 +207,86 @@ pub struct TrainReport {
     pub problems: Vec<String>,
     pub outcome: String,
     pub finished_unix: f64,
+}
+
+/// A checkpoint write as the records show it (complete on rank 0).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CkptWrite {
+    pub step: u64,
+    pub dir: PathBuf,
+    /// Bytes over all shards.
+    pub bytes: u64,
+    /// Slowest rank's shard write (write + fsync + rename + dir fsync).
+    pub write_s: f64,
+    /// All shards' bytes / slowest rank's write time.
+    pub write_gbps: f64,
+    /// Slowest rank's write of its shard into the page cache (header, then each
+    /// tensor's memory as it is): CPU and memory, not storage.
+    pub serialize_s: f64,
+    /// Slowest rank's fsync of its shard: what the storage costs.
+    pub fsync_s: f64,
+    /// Slowest rank's read-back for the checksum (page cache).
+    pub hash_s: f64,
+    /// Training stopped this long for the checkpoint (rank 0: start to manifest and
+    /// pruning done).
+    pub stall_s: f64,
+    /// Older checkpoints deleted (--keep).
+    pub pruned: Vec<u64>,
+}
+
+/// What a resume did.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct RestoreRecord {
+    pub step: u64,
+    pub dir: PathBuf,
+    /// Bytes over all shards.
+    pub bytes: u64,
+    /// From the start of the scan to the state loaded, slowest rank.
+    pub restore_s: f64,
+    /// Reading the shard files, slowest rank.
+    pub read_s: f64,
+    /// All shards' bytes / slowest rank's read time.
+    pub read_gbps: f64,
+    /// Checksumming the shards, slowest rank.
+    pub verify_s: f64,
+    /// Checkpoints skipped, with why.
+    pub skipped: Vec<String>,
+    /// The data stream's seed, from the checkpoint.
+    pub seed: u64,
+}
+
+/// Where the gradient buckets are reduced, relative to where the gradients live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradPath {
+    /// In the gradients' own memory kind (GPU memory with NCCL, host memory with
+    /// MPI): no copy through another memory.
+    Direct,
+    /// CUDA gradients through host memory (the MPI backend on a GPU model).
+    HostStaged,
+    /// CPU gradients uploaded to a GPU for NCCL and downloaded back.
+    Uploaded,
+}
+
+impl GradPath {
+    pub fn describe(self) -> &'static str {
+        match self {
+            GradPath::Direct => "buckets reduced in place where the gradients live",
+            GradPath::HostStaged => "CUDA gradients staged through host memory (MPI backend)",
+            GradPath::Uploaded => "CPU gradients uploaded to the GPU for NCCL",
+        }
+    }
+}
+
+/// Human size for messages.
+pub fn size(b: u64) -> String {
+    if b >= 1 << 30 {
+        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    } else {
+        Bytes(b).to_string()
+    }
 }
 
 /// Step-time statistics over records (the slowest rank per step).
@@ -298,10 +379,10 @@ pub fn summary(r: &TrainReport) -> String {
                 format!(
                     "{} x {} per step: p50 {:.3} ms, busbw {:.3} GB/s ({})",
                     b.buckets,
-                    super::checkpoint::size(b.bytes),
+                    size(b.bytes),
                     b.time_p50_s * 1e3,
                     b.busbw_gbps,
-                    r.grad_path.describe()
+                    r.grad_path.map_or("path not recorded", |p| p.describe())
                 ),
             );
         }
@@ -357,7 +438,7 @@ pub fn summary(r: &TrainReport) -> String {
         out.push_str(&format!(
             "\n# storage: {} (shard {} per rank; {})\n",
             s.dir.display(),
-            super::checkpoint::size(s.shard_bytes),
+            size(s.shard_bytes),
             s.cache_note
         ));
         let raw_w = s.raw_write.as_ref().map(|x| x.gbps);

@@ -121,7 +121,12 @@ pub fn raw_read(path: &Path) -> Result<(u64, f64)> {
 /// sha256 of bytes, lower-case hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    super::model::hex(&Sha256::digest(bytes))
+    hex(&Sha256::digest(bytes))
+}
+
+/// Bytes as lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

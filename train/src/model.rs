@@ -11,9 +11,9 @@
 //! softmax, GELU, embedding, and a cross entropy written as log-softmax times a one-hot
 //! mask built by comparison (no gather/scatter, whose CUDA backward accumulates
 //! atomically).
-use super::args::ModelConfig;
-use super::data;
 use anyhow::{anyhow, Context, Result};
+use burnin::train::args::ModelConfig;
+use burnin::train::data;
 use tch::{Device, Kind, Tensor};
 
 /// One trainable parameter.
@@ -244,9 +244,7 @@ pub fn hash_tensors<'a>(tensors: impl Iterator<Item = (&'a str, &'a Tensor)>) ->
 }
 
 /// Lower-case hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use burnin::train::storage::hex;
 
 #[cfg(test)]
 mod tests {

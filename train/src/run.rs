@@ -2,23 +2,26 @@
 //! backend, open the outputs, build the model, resume or start fresh, train (with
 //! checkpoints), then check the replicas, read the last checkpoint back, measure the
 //! raw storage, and report.
-use super::args::{self, DeviceChoice, TrainArgs, TrainPlan};
-use super::checkpoint::{self, CkptCtx, CkptWrite};
-use super::data;
+use super::checkpoint::{self, CkptCtx};
 use super::ddp::Ddp;
 use super::model::{hash_tensors, Model};
 use super::optim::AdamW;
-use super::report::{self, Determinism, IoRate, RankStep, StepRecord, StorageReport, TrainReport};
-use super::storage;
-use crate::backend;
-use crate::chaos::victim::Hooks;
-use crate::cli::GlobalArgs;
-use crate::error::{Agreed, Outcome};
-use crate::results::provenance::Provenance;
-use crate::results::{self, Jsonl};
-use crate::watchdog::Watchdog;
-use crate::world::World;
 use anyhow::{bail, Context, Result};
+use burnin::backend;
+use burnin::chaos::victim::Hooks;
+use burnin::cli::GlobalArgs;
+use burnin::error::{Agreed, Outcome};
+use burnin::results::provenance::Provenance;
+use burnin::results::{self, Jsonl};
+use burnin::train::args::{self, DeviceChoice, TrainArgs, TrainPlan};
+use burnin::train::data;
+use burnin::train::report::CkptWrite;
+use burnin::train::report::{
+    self, Determinism, IoRate, RankStep, StepRecord, StorageReport, TrainReport,
+};
+use burnin::train::storage;
+use burnin::watchdog::Watchdog;
+use burnin::world::World;
 use mpi::collective::CommunicatorCollectives;
 use mpi::topology::Communicator;
 use std::io::Write;
@@ -92,7 +95,7 @@ fn choose_device(world: &World, choice: DeviceChoice) -> Result<Device> {
     let all: Vec<(bool, i64)> = world.all_gather_json(&(ok, count))?;
     let all_ok = all.iter().all(|(ok, _)| *ok);
     let gpu = || {
-        Device::Cuda(crate::backend::nccl::gpu_for(
+        Device::Cuda(burnin::backend::nccl::gpu_for(
             world.local_rank,
             count.max(1) as usize,
         ))
@@ -331,10 +334,10 @@ pub fn run(
         let mine = (have > 0 && need > have / 2).then(|| {
             format!(
                 "{} per shard needs about {} of memory on a host with {} ranks, more than half of its {}",
-                checkpoint::size(pad),
-                checkpoint::size(need),
+                report::size(pad),
+                report::size(need),
                 world.local_size,
-                checkpoint::size(have)
+                report::size(have)
             )
         });
         agree_on_problems(world, mine, "--ckpt-bytes")?;
@@ -345,7 +348,7 @@ pub fn run(
     let before_exchange = format!(
         "before its gradient all-reduce: {} bucket(s), {} of f32 in all",
         ddp.bucket_count(),
-        checkpoint::size(plan.model.parameters() * 4)
+        report::size(plan.model.parameters() * 4)
     );
     let tokens_per_step = world.size as u64 * plan.batch as u64 * plan.model.seq as u64;
     if world.rank == 0 {
@@ -360,7 +363,7 @@ pub fn run(
             plan.model.describe(),
             plan.model.parameters() as f64 / 1e6,
             ddp.bucket_count(),
-            checkpoint::size(plan.bucket_bytes),
+            report::size(plan.bucket_bytes),
             plan.batch,
             plan.model.seq,
             plan.lr
@@ -403,7 +406,7 @@ pub fn run(
                 r.step,
                 r.dir.display(),
                 world.size,
-                checkpoint::size(r.bytes),
+                report::size(r.bytes),
                 r.restore_s
             );
         }
@@ -472,7 +475,7 @@ pub fn run(
                     println!(
                         "# checkpoint step {step}: {} x {} in {:.3} s ({:.3} GB/s), stall {:.3} s{}",
                         world.size,
-                        checkpoint::size(c.bytes / world.size as u64),
+                        report::size(c.bytes / world.size as u64),
                         c.write_s,
                         c.write_gbps,
                         c.stall_s,
@@ -570,7 +573,7 @@ pub fn run(
         let ckpt_write_gbps = if checkpoints.is_empty() {
             None
         } else {
-            Some(crate::stats::median(
+            Some(burnin::stats::median(
                 &checkpoints.iter().map(|c| c.write_gbps).collect::<Vec<_>>(),
             ))
         };
@@ -602,8 +605,8 @@ pub fn run(
         parameters: plan.model.parameters(),
         buckets: ddp.bucket_count(),
         bucket_bytes: ddp.bucket_bytes(),
-        grad_path: ddp.path(),
-        allreduce: crate::results::comm::bucket_comm(
+        grad_path: Some(ddp.path()),
+        allreduce: burnin::results::comm::bucket_comm(
             &ddp.bucket_bytes(),
             &records
                 .iter()
@@ -638,7 +641,7 @@ pub fn run(
             "fail"
         }
         .into(),
-        finished_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
+        finished_unix: burnin::watchdog::unix_seconds(std::time::SystemTime::now()),
         plan,
     };
     print!("\n{}", report::summary(&report));

@@ -22,34 +22,12 @@
 //! The `unsafe` of `burnin train`'s exchange: [`with_f32_bytes`] (a CPU f32 tensor's
 //! memory as bytes) and the backend's borrow of a bucket tensor's storage.
 use super::model::Model;
-use crate::backend::{Backend, Buffer, Bufs, Call, CollKind, Dtype, Memory, RedOp, WaitCtx};
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
+use burnin::backend::{Backend, Buffer, Bufs, Call, CollKind, Dtype, Memory, RedOp, WaitCtx};
+pub use burnin::train::report::GradPath;
+
 use std::time::{Duration, Instant};
 use tch::{Device, Kind, Tensor};
-
-/// Where the gradient buckets are reduced, relative to where the gradients live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum GradPath {
-    /// In the gradients' own memory kind (GPU memory with NCCL, host memory with
-    /// MPI): no copy through another memory.
-    Direct,
-    /// CUDA gradients through host memory (the MPI backend on a GPU model).
-    HostStaged,
-    /// CPU gradients uploaded to a GPU for NCCL and downloaded back.
-    Uploaded,
-}
-
-impl GradPath {
-    pub fn describe(self) -> &'static str {
-        match self {
-            GradPath::Direct => "buckets reduced in place where the gradients live",
-            GradPath::HostStaged => "CUDA gradients staged through host memory (MPI backend)",
-            GradPath::Uploaded => "CPU gradients uploaded to the GPU for NCCL",
-        }
-    }
-}
 
 /// A piece of one parameter inside a bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -329,8 +307,8 @@ impl Ddp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{BackendKind, HostBuffer};
-    use crate::collective::{Mismatch, Pattern};
+    use burnin::backend::{BackendKind, HostBuffer};
+    use burnin::collective::{Mismatch, Pattern};
     use std::cell::RefCell;
     use std::rc::Rc;
 
@@ -456,7 +434,7 @@ mod tests {
     }
 
     fn model_with_grads() -> Model {
-        let cfg = crate::train::args::ModelConfig {
+        let cfg = burnin::train::args::ModelConfig {
             vocab: 32,
             width: 16,
             depth: 2,
@@ -464,7 +442,7 @@ mod tests {
             seq: 8,
         };
         let model = Model::new(cfg, 5, Device::Cpu).unwrap();
-        let toks = super::super::data::batch_tokens(1, 1, 0, 2, 8, 32);
+        let toks = burnin::train::data::batch_tokens(1, 1, 0, 2, 8, 32);
         let toks = Tensor::from_slice(&toks).view([2, 9]);
         model.loss(&toks).unwrap().backward();
         model

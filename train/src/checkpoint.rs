@@ -28,16 +28,16 @@
 //! older checkpoints beyond the newest K complete ones (and of torn ones) first, then
 //! every rank deletes its own shards there — a checkpoint being pruned turns torn,
 //! never half-valid.
-use super::args::{DiePhase, ModelConfig, TrainPlan};
-use super::data;
 use super::model::{hash_tensors, Model};
 use super::optim::AdamW;
-use super::storage::{self, sha256_hex};
-use crate::error::Agreed;
-use crate::units::Bytes;
-use crate::watchdog::Watchdog;
-use crate::world::World;
 use anyhow::{anyhow, bail, Context, Result};
+use burnin::error::Agreed;
+use burnin::train::args::{DiePhase, ModelConfig, TrainPlan};
+use burnin::train::data;
+use burnin::train::report::{CkptWrite, RestoreRecord};
+use burnin::train::storage::{self, sha256_hex};
+use burnin::watchdog::Watchdog;
+use burnin::world::World;
 use mpi::collective::CommunicatorCollectives;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -607,31 +607,6 @@ fn write_shard(
     })
 }
 
-/// A checkpoint write as the records show it (complete on rank 0).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct CkptWrite {
-    pub step: u64,
-    pub dir: PathBuf,
-    /// Bytes over all shards.
-    pub bytes: u64,
-    /// Slowest rank's shard write (write + fsync + rename + dir fsync).
-    pub write_s: f64,
-    /// All shards' bytes / slowest rank's write time.
-    pub write_gbps: f64,
-    /// Slowest rank's write of its shard into the page cache (header, then each
-    /// tensor's memory as it is): CPU and memory, not storage.
-    pub serialize_s: f64,
-    /// Slowest rank's fsync of its shard: what the storage costs.
-    pub fsync_s: f64,
-    /// Slowest rank's read-back for the checksum (page cache).
-    pub hash_s: f64,
-    /// Training stopped this long for the checkpoint (rank 0: start to manifest and
-    /// pruning done).
-    pub stall_s: f64,
-    /// Older checkpoints deleted (--keep).
-    pub pruned: Vec<u64>,
-}
-
 /// What rank 0 tells everyone after writing (or failing to write) the manifest.
 #[derive(Serialize, Deserialize)]
 enum AfterManifest {
@@ -721,12 +696,12 @@ pub fn save(
                 device: ctx.device_name.clone(),
                 weights_sha256: weights_sha256.to_string(),
                 burnin_version: env!("CARGO_PKG_VERSION").into(),
-                created_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
+                created_unix: burnin::watchdog::unix_seconds(std::time::SystemTime::now()),
                 shards: shards.iter().map(|s| s.entry.clone()).collect(),
                 manifest_sha256: String::new(),
             };
             let written = manifest.to_bytes().and_then(|b| {
-                crate::results::write_atomic(&dir.join(MANIFEST), &b)?;
+                burnin::results::write_atomic(&dir.join(MANIFEST), &b)?;
                 storage::fsync_dir(&ctx.root)
             });
             match written {
@@ -744,7 +719,7 @@ pub fn save(
                         dir: dir.clone(),
                         bytes,
                         write_s,
-                        write_gbps: crate::units::GBps::from_bytes_secs(bytes, write_s).0,
+                        write_gbps: burnin::units::GBps::from_bytes_secs(bytes, write_s).0,
                         serialize_s: shards.iter().map(|s| s.serialize_s).fold(0.0, f64::max),
                         fsync_s: shards.iter().map(|s| s.fsync_s).fold(0.0, f64::max),
                         hash_s: shards.iter().map(|s| s.hash_s).fold(0.0, f64::max),
@@ -820,27 +795,6 @@ fn remove_own_files(doomed: &[(u64, PathBuf)], rank: usize) {
         let _ = std::fs::remove_file(d.join(shard_tmp_name(rank)));
         let _ = std::fs::remove_dir(d);
     }
-}
-
-/// What a resume did.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct RestoreRecord {
-    pub step: u64,
-    pub dir: PathBuf,
-    /// Bytes over all shards.
-    pub bytes: u64,
-    /// From the start of the scan to the state loaded, slowest rank.
-    pub restore_s: f64,
-    /// Reading the shard files, slowest rank.
-    pub read_s: f64,
-    /// All shards' bytes / slowest rank's read time.
-    pub read_gbps: f64,
-    /// Checksumming the shards, slowest rank.
-    pub verify_s: f64,
-    /// Checkpoints skipped, with why.
-    pub skipped: Vec<String>,
-    /// The data stream's seed, from the checkpoint.
-    pub seed: u64,
 }
 
 /// What each rank found checking its shard of one candidate.
@@ -1038,7 +992,7 @@ pub fn restore(
             bytes: bytes_total,
             restore_s,
             read_s,
-            read_gbps: crate::units::GBps::from_bytes_secs(bytes_total, read_s).0,
+            read_gbps: burnin::units::GBps::from_bytes_secs(bytes_total, read_s).0,
             verify_s,
             skipped,
             seed: restored.seed,
@@ -1126,20 +1080,17 @@ pub fn read_back(ctx: &CkptCtx, model: &Model, step: u64) -> Result<Option<ReadB
     }))
 }
 
-/// Human size for messages.
-pub fn size(b: u64) -> String {
-    if b >= 1 << 30 {
-        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
-    } else if b >= 1 << 20 {
-        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
-    } else {
-        Bytes(b).to_string()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// burnin chaos (no libtorch) finds checkpoints by these names too.
+    #[test]
+    fn names_match_what_chaos_looks_for() {
+        use burnin::chaos::victim::{shard_file, step_dir_step};
+        assert_eq!(shard_file(3), shard_name(3));
+        assert_eq!(step_dir_step(&step_dir_name(40)), Some(40));
+    }
 
     fn cfg() -> ModelConfig {
         ModelConfig {

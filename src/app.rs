@@ -1,0 +1,90 @@
+//! The wiring every MPI workload shares, for both binaries (`burnin` and the training
+//! binary `burnin-train`): the environment set while the process has one thread, MPI
+//! up, a watchdog, the ranks' agreement on the configuration, then the workload, and
+//! its result as an exit code (0 pass, 1 a check failed, 2 an error; a rank's own
+//! error ends the job so peers never wait for it).
+use crate::cli::{Cli, Command};
+use crate::error::{Agreed, Outcome, EXIT_ERROR};
+use crate::watchdog::Watchdog;
+use crate::world::World;
+use crate::{interrupt, transport, world};
+use std::sync::Arc;
+
+/// Run `workload` on every rank of the MPI job this process belongs to.
+pub fn run_mpi(
+    cli: &Cli,
+    workload: impl FnOnce(&World, Arc<Watchdog>) -> anyhow::Result<Outcome>,
+) -> i32 {
+    // Environment for the transport logs: while this is the only thread, before MPI.
+    transport::prepare(cli);
+    if matches!(cli.command, Command::Train(_) | Command::Smoke(_))
+        && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none()
+    {
+        // cuBLAS reads it at its first handle (deterministic GEMMs on CUDA); setting
+        // it later, once MPI's threads run, would be a data race on the environment.
+        std::env::set_var("CUBLAS_WORKSPACE_CONFIG", ":4096:8");
+    }
+    // Before MPI starts threads, so they inherit the signal mask (see interrupt.rs).
+    interrupt::install();
+    transport::start_forwarder();
+    let world = match world::World::init() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("Error: cannot start MPI: {e:#}");
+            return EXIT_ERROR;
+        }
+    };
+    interrupt::set_rank(world.rank);
+    let who = world.describe_rank(world.rank);
+    let dog = Watchdog::start(who.clone(), world.thread_multiple);
+    let result = serde_json::to_value(cli)
+        .map_err(anyhow::Error::from)
+        .and_then(|cfg| world.agree_on_config(&cfg))
+        .and_then(|_| workload(&world, dog));
+    match result {
+        Ok(outcome) => outcome.exit_code(),
+        Err(e) if e.downcast_ref::<Agreed>().is_some() => {
+            if world.rank == 0 {
+                eprintln!("Error: {e:#}");
+            }
+            EXIT_ERROR
+        }
+        Err(e) => {
+            eprintln!("Error on {who}: {e:#}");
+            if world.size > 1 {
+                // Peers may be blocked in a collective waiting for us: end the job.
+                world.abort(EXIT_ERROR);
+            }
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Clap's parse of this process's arguments, or the exit code after clap printed why
+/// not (every rank parses the same bad flags: only the first one says so).
+pub fn parse_cli() -> Result<Cli, i32> {
+    use clap::Parser;
+    Cli::try_parse().map_err(|e| {
+        if launcher_rank() == 0 || !e.use_stderr() {
+            let _ = e.print();
+        }
+        if e.use_stderr() {
+            EXIT_ERROR
+        } else {
+            0
+        }
+    })
+}
+
+/// This process's rank as the launcher says, before MPI is up (for printing once).
+pub fn launcher_rank() -> usize {
+    [
+        "OMPI_COMM_WORLD_RANK",
+        "PMIX_RANK",
+        "PMI_RANK",
+        "SLURM_PROCID",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.parse().ok())
+    .unwrap_or(0)
+}
