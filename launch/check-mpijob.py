@@ -4,7 +4,9 @@
 kubeconform is not packaged in Debian, so this checks the parts of the v2beta1 schema
 that matter here (from the operator's CRD: field names, required fields, enums, types),
 plus burnin's own rules: every worker asks for GPUs with `nvidia.com/gpu`,
-slotsPerWorker equals that count, and the launcher's `-np` equals workers x slots.
+slotsPerWorker equals that count, the launcher's `-np` equals workers x slots, the
+launcher waits for the workers (launcherCreationPolicy: WaitForWorkersReady) and is
+restarted on failure, and a PersistentVolumeClaim beside it is ReadWriteMany.
 
     check-mpijob.py FILE...      exit 0 when every file passes, 1 with the reasons
     check-mpijob.py --self-test  prove the checker rejects broken manifests
@@ -77,6 +79,11 @@ def check(doc):
         return errs + ["spec.mpiReplicaSpecs (required) is missing"]
     for k in sorted(set(specs) - {"Launcher", "Worker"}):
         errs.append(f"spec.mpiReplicaSpecs.{k}: only Launcher and Worker exist")
+    if spec.get("launcherCreationPolicy") != "WaitForWorkersReady":
+        errs.append("spec.launcherCreationPolicy is not WaitForWorkersReady: the launcher may start before the workers' sshd")
+    launcher_restart = ((spec.get("mpiReplicaSpecs") or {}).get("Launcher") or {}).get("restartPolicy")
+    if isinstance(spec.get("mpiReplicaSpecs"), dict) and launcher_restart != "OnFailure":
+        errs.append(f"spec.mpiReplicaSpecs.Launcher.restartPolicy is {launcher_restart!r}, not 'OnFailure'")
     replicas = {}
     containers = {}
     for role in ("Launcher", "Worker"):
@@ -124,22 +131,46 @@ def check(doc):
         text = " ".join(
             " ".join(str(x) for x in (c.get("command") or []) + (c.get("args") or []))
             for c in containers.get("Launcher", []))
-        nps = [int(x) for x in re.findall(r"(?:-np|-n)\s+(\d+)", text)]
-        if not nps:
+        # Each line with an mpirun: one rank per GPU (-np = workers x slots, ppr:slots),
+        # or one rank per node (-np = workers, ppr:1:node: evidence).
+        lines = [l for l in text.splitlines() if "mpirun" in l]
+        if not any(re.search(r"(?:-np|-n)\s+\d+", l) for l in lines):
             errs.append("the launcher runs no `mpirun -np N`")
-        for n in nps:
-            if n != want:
-                errs.append(f"the launcher's -np {n} is not Worker.replicas x slotsPerWorker = {want}")
-        for p in re.findall(r"ppr:(\d+):node", text):
-            if int(p) != slots:
-                errs.append(f"the launcher maps ppr:{p}:node but slotsPerWorker is {slots}")
+        for l in lines:
+            nps = [int(x) for x in re.findall(r"(?:-np|-n)\s+(\d+)", l)]
+            pprs = [int(x) for x in re.findall(r"ppr:(\d+):node", l)]
+            per_node = workers in nps and pprs == [1]
+            for n in nps:
+                if n != want and not per_node:
+                    errs.append(f"the launcher's -np {n} is not Worker.replicas x slotsPerWorker = {want}")
+            for p in pprs:
+                if p != slots and not per_node:
+                    errs.append(f"the launcher maps ppr:{p}:node but slotsPerWorker is {slots}")
     return errs
+
+
+def check_pvc(doc):
+    """Problems with a PersistentVolumeClaim shipped beside the MPIJob."""
+    modes = ((doc.get("spec") or {}).get("accessModes")) or []
+    name = (doc.get("metadata") or {}).get("name")
+    if "ReadWriteMany" not in modes:
+        return [f"PersistentVolumeClaim {name!r} is not ReadWriteMany: the pods cannot all mount it"]
+    return []
+
+
+def check_doc(doc):
+    if isinstance(doc, dict) and doc.get("kind") == "PersistentVolumeClaim":
+        return check_pvc(doc)
+    return check(doc)
 
 
 def self_test(path):
     """Every mutation below must be caught; the file itself must pass."""
-    base = yaml.safe_load(open(path))
+    docs = [d for d in yaml.safe_load_all(open(path)) if d is not None]
+    base = next(d for d in docs if d.get("kind") == "MPIJob")
     assert check(base) == [], check(base)
+    for d in docs:
+        assert check_doc(d) == [], check_doc(d)
 
     def w(d):
         return d["spec"]["mpiReplicaSpecs"]["Worker"]
@@ -163,6 +194,8 @@ def self_test(path):
         "no containers": lambda d: w(d)["template"]["spec"].update(containers=[]),
         "nameless container": lambda d: wc(d).pop("name"),
         "bad name": lambda d: d["metadata"].update(name="Burn_In"),
+        "launcher at start-up": lambda d: d["spec"].update(launcherCreationPolicy="AtStartup"),
+        "launcher never restarted": lambda d: d["spec"]["mpiReplicaSpecs"]["Launcher"].update(restartPolicy="Never"),
     }
     missed = []
     for what, mutate in mutations.items():
@@ -170,9 +203,12 @@ def self_test(path):
         mutate(d)
         if not check(d):
             missed.append(what)
+    pvc = {"kind": "PersistentVolumeClaim", "metadata": {"name": "x"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
+    if not check_doc(pvc):
+        missed.append("ReadWriteOnce volume")
     if missed:
         sys.exit(f"check-mpijob self-test: not caught: {', '.join(missed)}")
-    print(f"check-mpijob self-test: {len(mutations)} broken variants of {path} rejected")
+    print(f"check-mpijob self-test: {len(mutations) + 1} broken variants of {path} rejected")
 
 
 def main(argv):
@@ -192,7 +228,7 @@ def main(argv):
             bad += 1
             continue
         for i, d in enumerate(docs):
-            for e in check(d):
+            for e in check_doc(d):
                 print(f"{p} (document {i + 1}): {e}")
                 bad += 1
         if not docs:

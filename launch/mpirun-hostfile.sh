@@ -10,6 +10,12 @@
 #          --hca mlx5_0,mlx5_1,mlx5_2,mlx5_3 -- sweep --backend nccl -c all -b 8 -e 8G \
 #          --tiers all --topology topologies/hgx-h200-ib.toml --out results/cluster
 #
+# As the launcher of a whole acceptance (burnin run appends its binary and each phase
+# after the --, and every rank gets the network settings):
+#   bin/burnin run --card cards/hgx-h200-ib.toml --launch 'launch/mpirun-hostfile.sh
+#          --hostfile hosts --gpus-per-node 8 --nic ens10f0 --hca mlx5_0,mlx5_1 --'
+
+#
 # hostfile: one node per line, `node01 slots=8` (comments with #).
 #
 # Picking the network (do this once per cluster, on one node):
@@ -31,7 +37,10 @@ set -euo pipefail
 die() { printf 'mpirun-hostfile: %s\n' "$*" >&2; exit 2; }
 
 hostfile="" gpus="" nic="" hca="" dry=0
-burnin="${BURNIN:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/release/burnin}"
+top="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# the release tarball's bin/burnin, else a checkout's build
+burnin="${BURNIN:-$top/bin/burnin}"
+[ -x "$burnin" ] || burnin="$top/target/release/burnin"
 while [ $# -gt 0 ]; do
   case "$1" in
     --hostfile) hostfile="$2"; shift 2 ;;
@@ -81,7 +90,13 @@ if [ -n "$nic" ]; then
   cmd+=(--mca btl_tcp_if_include "$nic" --mca oob_tcp_if_include "$nic")
 fi
 [ "$(id -u)" != 0 ] || cmd+=(--allow-run-as-root)
-cmd+=("$burnin" "$@")
+# After --: burnin's arguments, or (as `burnin run --launch '... --'` appends them) a
+# program with its arguments: burnin run's own binary and its phase.
+if [ -x "$1" ] && [ -f "$1" ]; then
+  cmd+=("$@")
+else
+  cmd+=("$burnin" "$@")
+fi
 
 printf 'mpirun-hostfile: %d node(s) x %d GPU(s) = %d ranks\n' "$nodes" "$gpus" "$np" >&2
 printf 'mpirun-hostfile: %s\n' "${cmd[*]@Q}" >&2
