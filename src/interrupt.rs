@@ -65,7 +65,12 @@ pub fn install() {
                 } else {
                     progress
                 };
-                eprintln!("burnin: interrupted by {name}: {what}");
+                // One write(2): mpirun SIGKILLs ranks soon after forwarding the
+                // signal, and eprintln! writes each piece of its format separately,
+                // so a kill between pieces left "interrupted by " alone (seen in CI).
+                let line = format!("burnin: interrupted by {name}: {what}\n");
+                // SAFETY: write(2) of a valid buffer to fd 2.
+                unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
             }
             // SAFETY: _exit ends the process without unwinding; the main thread may be
             // blocked in MPI and must not run destructors (MPI_Finalize would hang).

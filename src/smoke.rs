@@ -385,31 +385,8 @@ fn check_matmul(gpu: Option<usize>) -> Check {
         Err(e) => return skip("matmul", format!("no libtorch here: {e}")),
     };
     let device = gpu.map_or("cpu".to_string(), |g| format!("cuda:{g}"));
-    let mut c = trainer.command();
-    c.args(["--matmul-check", &device])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let r = crate::trainer::output_within(c, STEP_LIMIT).and_then(|out| {
-        let text = String::from_utf8_lossy(&out.stdout);
-        let line = text
-            .lines()
-            .rev()
-            .find(|l| l.starts_with('{'))
-            .unwrap_or("");
-        serde_json::from_str::<crate::trainer::MatmulResult>(line).map_err(|_| {
-            let err = String::from_utf8_lossy(&out.stderr);
-            format!(
-                "{} --matmul-check {device} gave no result ({})",
-                trainer.exe.display(),
-                err.lines()
-                    .rev()
-                    .find(|l| !l.trim().is_empty())
-                    .unwrap_or("no output")
-                    .trim()
-            )
-        })
-    });
+    let r: Result<crate::trainer::MatmulResult, String> =
+        trainer.ask(&["--matmul-check", &device], STEP_LIMIT);
     match r {
         Ok(m) if m.status == "skip" => skip("matmul", m.detail),
         Ok(m) => from_result(

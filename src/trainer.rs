@@ -233,33 +233,45 @@ pub fn output_within(
         .map_err(|e| format!("reading {what}'s output: {e}"))
 }
 
-/// Ask burnin-train about its libtorch (None with the reason when it cannot say).
+impl Trainer {
+    /// Run `burnin-train ARGS` (one of its helpers), at most `limit`, and read the JSON
+    /// line it prints last; the error says what it printed instead.
+    pub fn ask<T: serde::de::DeserializeOwned>(
+        &self,
+        args: &[&str],
+        limit: std::time::Duration,
+    ) -> Result<T, String> {
+        let mut c = self.command();
+        c.args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let out = output_within(c, limit)?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or("");
+        serde_json::from_str(line).map_err(|_| {
+            let err = String::from_utf8_lossy(&out.stderr);
+            format!(
+                "{} {} gave no answer ({})",
+                self.exe.display(),
+                args.join(" "),
+                err.lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("no output")
+                    .trim()
+            )
+        })
+    }
+}
+
+/// Ask burnin-train about its libtorch (the reason when it cannot say).
 pub fn torch_info() -> Result<TorchInfo, String> {
-    let t = locate()?;
-    let mut c = t.command();
-    c.arg("--torch-info")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let out = output_within(c, std::time::Duration::from_secs(60))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or("");
-    serde_json::from_str(line).map_err(|_| {
-        let err = String::from_utf8_lossy(&out.stderr);
-        format!(
-            "{} --torch-info gave no answer ({})",
-            t.exe.display(),
-            err.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("no output")
-                .trim()
-        )
-    })
+    locate()?.ask(&["--torch-info"], std::time::Duration::from_secs(60))
 }
 
 #[cfg(test)]

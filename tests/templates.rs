@@ -51,15 +51,42 @@ fn the_slurm_template_passes_cpus_per_task_to_srun_keeps_comma_lists_and_ends_wi
     let calls = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = calls.lines().collect();
     // evidence through srun, one task per node, then burnin run with an srun prefix
-    assert!(lines[0].starts_with("srun [--mpi=pmix] [--ntasks-per-node=1] [--cpus-per-task=12]"), "{calls}");
-    assert!(lines[0].contains("[evidence]") && lines[0].contains("NCCL_IB_HCA=mlx5_0,mlx5_1"), "{calls}");
-    let run = lines.iter().find(|l| l.starts_with("burnin [run]")).expect("burnin run");
-    assert!(run.contains("[--card]") && run.contains("cards/hgx-h200-ib.toml]"), "{run}");
-    let launch = run.split("[--launch] [").nth(1).unwrap().split(']').next().unwrap();
-    for want in ["srun", "--ntasks-per-node=8", "--gpus-per-node=8", "--cpus-per-task=12", "--gpu-bind=none"] {
+    assert!(
+        lines[0].starts_with("srun [--mpi=pmix] [--ntasks-per-node=1] [--cpus-per-task=12]"),
+        "{calls}"
+    );
+    assert!(
+        lines[0].contains("[evidence]") && lines[0].contains("NCCL_IB_HCA=mlx5_0,mlx5_1"),
+        "{calls}"
+    );
+    let run = lines
+        .iter()
+        .find(|l| l.starts_with("burnin [run]"))
+        .expect("burnin run");
+    assert!(
+        run.contains("[--card]") && run.contains("cards/hgx-h200-ib.toml]"),
+        "{run}"
+    );
+    let launch = run
+        .split("[--launch] [")
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap();
+    for want in [
+        "srun",
+        "--ntasks-per-node=8",
+        "--gpus-per-node=8",
+        "--cpus-per-task=12",
+        "--gpu-bind=none",
+    ] {
         assert!(launch.split(' ').any(|w| w == want), "{want} in {launch}");
     }
-    assert!(run.contains("NCCL_IB_HCA=mlx5_0,mlx5_1"), "the comma list reaches burnin: {run}");
+    assert!(
+        run.contains("NCCL_IB_HCA=mlx5_0,mlx5_1"),
+        "the comma list reaches burnin: {run}"
+    );
     // every srun in the script passes --cpus-per-task; no --export list with a value
     let text = std::fs::read_to_string(&sbatch).unwrap();
     for l in text.lines().filter(|l| !l.trim_start().starts_with('#')) {

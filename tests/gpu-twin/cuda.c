@@ -404,18 +404,22 @@ API CUresult cuCtxGetCurrent(CUcontext *c) {
 static struct twin_stream *g_streams[4096];
 static int g_nstreams;
 
-API CUresult cuCtxSynchronize(void) {
-  COUNT(cuCtxSynchronize);
-  CHECK_INIT();
-  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+/* Wait for everything queued so far on every stream of the current context's device. */
+static void drain_device(void) {
   struct twin_stream *s = t_current->null_stream;
   wait_ticket(s, s->queued);
   pthread_mutex_lock(&g_ctx_mu);
   int n = g_nstreams;
   pthread_mutex_unlock(&g_ctx_mu);
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++)
     if (g_streams[i]->dev == t_current->dev) wait_ticket(g_streams[i], g_streams[i]->queued);
-  }
+}
+
+API CUresult cuCtxSynchronize(void) {
+  COUNT(cuCtxSynchronize);
+  CHECK_INIT();
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  drain_device();
   return g_sticky;
 }
 
@@ -672,14 +676,7 @@ API CUresult cuMemFree_v2(CUdeviceptr p) {
   COUNT(cuMemFree_v2);
   CHECK_INIT();
   if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
-  /* cuMemFree synchronises the device first */
-  struct twin_stream *s = t_current->null_stream;
-  wait_ticket(s, s->queued);
-  pthread_mutex_lock(&g_ctx_mu);
-  int n = g_nstreams;
-  pthread_mutex_unlock(&g_ctx_mu);
-  for (int i = 0; i < n; i++)
-    if (g_streams[i]->dev == t_current->dev && !g_streams[i]->destroyed) wait_ticket(g_streams[i], g_streams[i]->queued);
+  drain_device(); /* cuMemFree synchronises the device first */
   return mem_free(p, "cuMemFree");
 }
 
