@@ -2,7 +2,7 @@
 //! nodes, timed (`cargo bench --bench pair_schedule`). No peer tool schedules node
 //! pairs, so this reports absolute times; it checks what it times (every pair once, no
 //! node twice in a round, the slow node named) so a fast wrong answer cannot pass.
-use burnin::backend::{CollKind, Dtype, RedOp};
+use burnin::kinds::{CollKind, Dtype, RedOp};
 use burnin::stats::{Combine, TimeStats};
 use burnin::sweep::Point;
 use burnin::topology::analysis::{analyze, Rules};

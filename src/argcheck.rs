@@ -6,7 +6,8 @@
 //! launcher, fault kinds and train arguments). `launch/gpu-check --dry-run` prints
 //! its command lines and a test runs every one through this, so a wrong flag fails
 //! CI instead of a lent GPU machine.
-use crate::backend::{BackendKind, Dtype};
+use crate::backend::BackendKind;
+use crate::kinds::Dtype;
 use crate::cli::{BackendChoice, Cli, Command};
 use crate::error::usage;
 use anyhow::Result;

@@ -13,6 +13,7 @@ pub mod evidence;
 pub mod fabric;
 pub mod gpu;
 pub mod interrupt;
+pub mod kinds;
 pub mod mpi_log;
 pub mod nccl_log;
 pub mod probe;

@@ -43,18 +43,6 @@ fn cpus() -> usize {
         .unwrap_or(1)
 }
 
-pub fn mpi_version() -> String {
-    mpi::environment::library_version()
-        .unwrap_or_default()
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split(',')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
 
 /// libtorch's version and whether it sees CUDA, as the training binary reports them
 /// (burnin has no libtorch of its own); None where there is none.
@@ -79,7 +67,7 @@ pub fn probe_rank(world: &World, global: &GlobalArgs) -> RankProbe {
         local_rank: world.local_rank,
         local_size: world.local_size,
         cpus: cpus(),
-        mpi_version: mpi_version(),
+        mpi_version: crate::world::mpi_version(),
         cuda: gpu::inventory(),
         nccl_version,
         nccl_error,

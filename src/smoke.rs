@@ -19,7 +19,8 @@
 //!   tolerance.
 //! - Checking is pure ([`summarize`], [`render`]) and unit-tested; talking to CUDA,
 //!   libtorch, MPI and the file system is in the `check_*` functions.
-use crate::backend::{self, BackendKind, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
+use crate::backend::{self, BackendKind, Bufs, Call, WaitCtx};
+use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::cli::{BackendChoice, GlobalArgs, SmokeArgs};
 use crate::collective::{self, Params, Pattern};
 use crate::error::Outcome;

@@ -5,7 +5,8 @@
 //! [`Backend`]. Every decision that changes how many calls a rank makes (when to stop
 //! sampling) is taken collectively — the same all-reduced numbers on every rank — so
 //! ranks can never disagree on the number of calls and deadlock.
-use crate::backend::{self, Backend, BackendKind, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
+use crate::backend::{self, Backend, BackendKind, Bufs, Call, WaitCtx};
+use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::cli::{GlobalArgs, SweepArgs};
 use crate::collective::{self, Params, Pattern};
 use crate::error::{usage, Agreed, Outcome};
@@ -14,7 +15,8 @@ use crate::results::{self, Jsonl};
 use crate::stats::{self, Combine, TimeStats};
 use crate::topology::analysis::{Analysis, Rules};
 use crate::topology::file::Topology;
-use crate::topology::{self, TierKind};
+use crate::kinds::TierKind;
+use crate::topology;
 use crate::transport::{self, CommRecord, TierGroups, TransportReport};
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;

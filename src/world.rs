@@ -6,6 +6,7 @@
 //! the nodes. Nodes are numbered by their lowest world rank, so with the usual
 //! block mapping (ranks 0..K-1 on the first host) node i holds ranks iK..iK+K-1.
 use crate::error::Agreed;
+use crate::kinds::Node;
 use anyhow::{anyhow, bail, Context, Result};
 use mpi::collective::CommunicatorCollectives;
 use mpi::datatype::PartitionMut;
@@ -14,18 +15,8 @@ use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use mpi::traits::Root;
 use mpi::Threading;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// One node of the job: its name and the world ranks on it, in local-rank order.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Node {
-    /// Position of the node in the job (by lowest world rank).
-    pub index: usize,
-    /// Hostname of the node (as its first rank reports it).
-    pub host: String,
-    /// World ranks on this node; position in the list is the local rank.
-    pub ranks: Vec<usize>,
-}
 
 /// The job as every rank sees it after bootstrap.
 pub struct World {
@@ -365,6 +356,15 @@ pub fn ensure_agreed(cond: bool, msg: impl FnOnce() -> String) -> Result<()> {
     } else {
         bail!(Agreed(msg()))
     }
+}
+
+/// The MPI library's name and version, one line (Open MPI's first line up to its
+/// first comma; whitespace runs, such as MPICH's tab, become one space).
+pub fn mpi_version() -> String {
+    let text = mpi::environment::library_version().unwrap_or_default();
+    let first = text.lines().next().unwrap_or("");
+    let first = first.split(',').next().unwrap_or("");
+    first.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

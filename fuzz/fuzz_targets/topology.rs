@@ -1,7 +1,7 @@
 #![no_main]
 //! Topology files: any text either loads or gives an error naming the file; never a
 //! panic. Loaded files answer every expectation query without panicking.
-use burnin::backend::CollKind;
+use burnin::kinds::CollKind;
 use burnin::topology::file::Topology;
 use libfuzzer_sys::fuzz_target;
 

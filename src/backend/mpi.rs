@@ -321,7 +321,7 @@ impl Backend for MpiBackend {
         Ok(times)
     }
     fn describe(&self) -> String {
-        crate::probe::mpi_version()
+        crate::world::mpi_version()
     }
 }
 

@@ -26,7 +26,7 @@
 //!
 //! All of burnin's chaos `unsafe` is in [`CheckIn::check_in`]; its invariants are
 //! written there.
-use crate::world::Node;
+use crate::kinds::Node;
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator, SimpleCommunicator};

@@ -15,7 +15,7 @@
 //! The thread never blocks: it posts at most one send per peer at a time and tests
 //! its receives every [`TICK`]. Its `unsafe` is in this file, with the invariants
 //! next to it.
-use crate::world::Node;
+use crate::kinds::Node;
 use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::{Communicator, SimpleCommunicator};

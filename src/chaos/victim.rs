@@ -43,7 +43,7 @@ pub struct PreStep {
 pub struct Hooks {
     rank: usize,
     who: String,
-    nodes: Vec<crate::world::Node>,
+    nodes: Vec<crate::kinds::Node>,
     node_of: Vec<usize>,
     hosts: Vec<String>,
     events: Arc<EventLog>,

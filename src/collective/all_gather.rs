@@ -2,7 +2,7 @@
 //! them in rank order. busbw factor (n−1)/n. In place, a rank's input is its own
 //! chunk of the output buffer (NCCL's and MPI's convention alike).
 use super::{Collective, Layout, Params, Pattern, Run, Source};
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 
 pub struct AllGather;
 

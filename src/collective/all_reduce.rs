@@ -1,7 +1,7 @@
 //! all_reduce: every rank ends with the reduction of all ranks' buffers.
 //! busbw factor 2(n−1)/n: a ring sends and receives 2(n−1)/n of the data per rank.
 use super::{Collective, Layout, Params, Pattern, Source};
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 
 pub struct AllReduce;
 

@@ -1,7 +1,7 @@
 //! alltoall: rank r's block q (count/n elements) goes to rank q, which stores it as
 //! block r. busbw factor (n−1)/n.
 use super::{Collective, Layout, Params, Pattern, Run, Source};
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 
 pub struct AllToAll;
 

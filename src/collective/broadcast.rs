@@ -1,6 +1,6 @@
 //! broadcast: the root's buffer reaches every rank. busbw factor 1.
 use super::{Collective, Layout, Params, Pattern, Source};
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 
 pub struct Broadcast;
 

@@ -10,7 +10,7 @@
 //!   delivered to the wrong place is caught.
 //!
 //! Unwritten output elements are pre-filled with [`POISON`].
-use crate::backend::{Dtype, RedOp};
+use crate::kinds::{Dtype, RedOp};
 use half::{bf16, f16};
 
 /// Pre-fill for output elements: representable in every type and never a valid

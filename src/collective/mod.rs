@@ -17,7 +17,7 @@ pub mod reduce;
 pub mod reduce_scatter;
 pub mod sendrecv;
 
-use crate::backend::{CollKind, Dtype, RedOp};
+use crate::kinds::{CollKind, Dtype, RedOp};
 pub use pattern::{Mismatch, Pattern, Run, Source};
 
 /// What a collective needs to know about one call.

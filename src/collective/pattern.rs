@@ -9,7 +9,7 @@
 //! `period` values and a phase. The host replicates an encoded block of that table
 //! (memcpy speed); the GPU kernels (`backend::nccl::kernels`) read the table.
 use super::{data, Params};
-use crate::backend::RedOp;
+use crate::kinds::RedOp;
 
 /// Which of [`data`]'s value functions a run holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -323,7 +323,7 @@ pub fn check_bounds(pat: &Pattern, elems: usize) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::Dtype;
+    use crate::kinds::Dtype;
 
     fn params(n: usize, dtype: Dtype, op: RedOp) -> Params {
         Params {

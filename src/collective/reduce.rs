@@ -1,6 +1,6 @@
 //! reduce: the reduction of all ranks' buffers lands on the root only. busbw factor 1.
 use super::{Collective, Layout, Params, Pattern, Source};
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 
 pub struct Reduce;
 

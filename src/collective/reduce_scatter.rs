@@ -3,7 +3,7 @@
 //! r·chunk of the buffer while MPI_IN_PLACE leaves it at 0: the backend says which
 //! (`rs` offset, in elements).
 use super::{Collective, Layout, Params, Pattern, Run, Source};
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 
 pub struct ReduceScatter;
 

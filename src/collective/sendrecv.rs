@@ -1,7 +1,7 @@
 //! sendrecv: a ring neighbour exchange — every rank sends its buffer to rank r+1 and
 //! receives rank r−1's, all at once. busbw factor 1.
 use super::{Collective, Layout, Params, Pattern, Source};
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 
 pub struct SendRecv;
 

@@ -7,7 +7,7 @@ use super::data::RunData;
 use super::doc::planned;
 use super::verdict::{self, Criterion};
 use super::{html, markdown, Doc};
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 use crate::units::Bytes;
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;

@@ -15,7 +15,7 @@
 //! - one failure: rate × (recovery time + steps lost × effective step time), the
 //!   median over the chaos trials.
 use super::data::RunData;
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 use crate::card::CostSpec;
 use crate::stats::median;
 use crate::units::Bytes;

@@ -21,7 +21,7 @@ use crate::results::provenance::Provenance;
 use crate::stats::TimeStats;
 use crate::sweep::{Point, SweepReport};
 use crate::topology::file::Topology;
-use crate::world::Node;
+use crate::kinds::Node;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -660,8 +660,8 @@ impl RunData {
             .iter()
             .filter(|p| {
                 p.tier == "world"
-                    && p.collective == crate::backend::CollKind::AllReduce
-                    && p.dtype == crate::backend::Dtype::F32
+                    && p.collective == crate::kinds::CollKind::AllReduce
+                    && p.dtype == crate::kinds::Dtype::F32
             })
             .collect();
         let in_place = world.iter().any(|p| p.in_place);

@@ -11,11 +11,11 @@
 //!   defaults: zero wrong elements, no outlier, and the topology's own `min_fraction`.
 use super::data::{ProbeRow, RunData, SweepData, TrainData};
 use crate::acceptance::JobStatus;
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 use crate::card::{Card, ChaosCriteria, SweepCriteria, TrainCriteria};
 use crate::topology::analysis::{analyze, Analysis, Rules};
 use crate::topology::file::Topology;
-use crate::topology::TierKind;
+use crate::kinds::TierKind;
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
 

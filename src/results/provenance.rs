@@ -1,5 +1,6 @@
 //! Provenance: what a second engineer needs to re-run and trust a result.
-use crate::world::{Node, World};
+use crate::kinds::Node;
+use crate::world::World;
 use serde::{Deserialize, Serialize};
 
 /// Environment variable prefixes that change how the fabric behaves.
@@ -60,7 +61,7 @@ impl Provenance {
             burnin_version: env!("CARGO_PKG_VERSION").to_string(),
             argv: std::env::args().collect(),
             env: relevant_env(),
-            mpi_version: crate::probe::mpi_version(),
+            mpi_version: crate::world::mpi_version(),
             backend: backend.to_string(),
             world_size: world.size,
             nodes: world.nodes.clone(),

@@ -3,7 +3,7 @@
 //! pairs it names the node or the link to suspect. Pure: works on recorded points, so
 //! `burnin report` can re-judge a results folder.
 use super::file::Topology;
-use crate::backend::{CollKind, Dtype, RedOp};
+use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::stats::median;
 use crate::sweep::Point;
 use crate::units::Bytes;

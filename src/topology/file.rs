@@ -29,7 +29,7 @@
 //! outlier_fraction = 0.8      # a group below this fraction of its tier's median is an outlier
 //! large_message = "64M"       # busbw is judged at sizes >= this (the largest swept if none)
 //! ```
-use crate::backend::CollKind;
+use crate::kinds::CollKind;
 use crate::units::Bytes;
 use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};

@@ -15,46 +15,8 @@
 pub mod analysis;
 pub mod file;
 
-use crate::world::Node;
+use crate::kinds::{Node, TierKind};
 use serde::{Deserialize, Serialize};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TierKind {
-    World,
-    Intra,
-    Inter,
-    Rails,
-    Pairs,
-}
-
-impl TierKind {
-    pub const ALL: [TierKind; 5] = [
-        TierKind::World,
-        TierKind::Intra,
-        TierKind::Inter,
-        TierKind::Rails,
-        TierKind::Pairs,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            TierKind::World => "world",
-            TierKind::Intra => "intra",
-            TierKind::Inter => "inter",
-            TierKind::Rails => "rails",
-            TierKind::Pairs => "pairs",
-        }
-    }
-    pub fn parse(s: &str) -> Option<TierKind> {
-        let t = s.trim().to_ascii_lowercase();
-        let t = match t.as_str() {
-            "rail" => "rails",
-            "pair" => "pairs",
-            other => other,
-        };
-        TierKind::ALL.into_iter().find(|k| k.name() == t)
-    }
-}
 
 /// A group of ranks measured together.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

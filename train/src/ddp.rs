@@ -23,7 +23,8 @@
 //! memory as bytes) and the backend's borrow of a bucket tensor's storage.
 use super::model::Model;
 use anyhow::{bail, Context, Result};
-use burnin::backend::{Backend, Buffer, Bufs, Call, CollKind, Dtype, Memory, RedOp, WaitCtx};
+use burnin::backend::{Backend, Buffer, Bufs, Call, Memory, WaitCtx};
+use burnin::kinds::{CollKind, Dtype, RedOp};
 pub use burnin::train::report::GradPath;
 
 use std::time::{Duration, Instant};

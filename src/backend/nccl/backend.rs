@@ -24,9 +24,8 @@ use super::library::{
     dtype as ndt, redop, Config, NcclLib, NcclResult, RawComm, RawStream, UniqueId,
     NCCL_IN_PROGRESS, NCCL_SUCCESS, UNIQUE_ID_BYTES,
 };
-use crate::backend::{
-    Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, Memory, RedOp, WaitCtx,
-};
+use crate::backend::{Backend, BackendKind, Buffer, Bufs, Call, Memory, WaitCtx};
+use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::cli::GlobalArgs;
 use crate::collective::{Mismatch, Pattern};
 use crate::error::Agreed;

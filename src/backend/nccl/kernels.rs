@@ -7,7 +7,7 @@
 //! one small upload, its runs are one launch each, and one download of
 //! [`COUNTERS`] × 8 bytes returns the result: nothing per element on the host.
 use super::device::{cuda_error, Device};
-use crate::backend::Dtype;
+use crate::kinds::Dtype;
 use crate::collective::pattern::{self, Mismatch, Pattern, SAMPLE};
 use anyhow::{anyhow, Result};
 use cudarc::driver::{result, sys};
@@ -258,7 +258,7 @@ pub fn check_bounds(pat: &Pattern, bytes: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::RedOp;
+    use crate::kinds::RedOp;
     use crate::collective::{Params, Run, Source};
     use sha2::{Digest, Sha256};
 

@@ -225,7 +225,8 @@ mod tests {
 #[cfg(test)]
 mod gpu_tests {
     use super::*;
-    use crate::backend::{Backend, Buffer, Bufs, Call, CollKind, Dtype, RedOp, WaitCtx};
+    use crate::backend::{Backend, Buffer, Bufs, Call, WaitCtx};
+    use crate::kinds::{CollKind, Dtype, RedOp};
     use crate::stats::Combine;
     use crate::sweep::{self, GroupInfo, Plan, Sampling};
     use clap::Parser;

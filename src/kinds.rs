@@ -1,0 +1,219 @@
+//! The vocabulary every layer shares: collective kinds, element types, reductions,
+//! topology tiers and the node map. A leaf: it imports nothing of burnin, so the
+//! backends, the workloads, the results model and the report all name the same types
+//! without reaching into one another.
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Element types. Names follow Rust; nccl-tests' names parse too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    F32,
+    F64,
+    F16,
+    Bf16,
+    I32,
+    U8,
+}
+
+impl Dtype {
+    pub const ALL: [Dtype; 6] = [
+        Dtype::F32,
+        Dtype::F64,
+        Dtype::F16,
+        Dtype::Bf16,
+        Dtype::I32,
+        Dtype::U8,
+    ];
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::F32 | Dtype::I32 => 4,
+            Dtype::F64 => 8,
+            Dtype::F16 | Dtype::Bf16 => 2,
+            Dtype::U8 => 1,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F64 => "f64",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::I32 => "i32",
+            Dtype::U8 => "u8",
+        }
+    }
+    /// nccl-tests' column name.
+    pub fn nccl_name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "float",
+            Dtype::F64 => "double",
+            Dtype::F16 => "half",
+            Dtype::Bf16 => "bfloat16",
+            Dtype::I32 => "int32",
+            Dtype::U8 => "uint8",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Dtype> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "f32" | "float" | "float32" => Dtype::F32,
+            "f64" | "double" | "float64" => Dtype::F64,
+            "f16" | "half" | "float16" => Dtype::F16,
+            "bf16" | "bfloat16" => Dtype::Bf16,
+            "i32" | "int" | "int32" => Dtype::I32,
+            "u8" | "uint8" => Dtype::U8,
+            _ => return None,
+        })
+    }
+    pub fn is_float(self) -> bool {
+        !matches!(self, Dtype::I32 | Dtype::U8)
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reduction operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum RedOp {
+    Sum,
+    Prod,
+    Max,
+    Min,
+    Avg,
+}
+
+impl RedOp {
+    pub const ALL: [RedOp; 5] = [RedOp::Sum, RedOp::Prod, RedOp::Max, RedOp::Min, RedOp::Avg];
+    pub fn name(self) -> &'static str {
+        match self {
+            RedOp::Sum => "sum",
+            RedOp::Prod => "prod",
+            RedOp::Max => "max",
+            RedOp::Min => "min",
+            RedOp::Avg => "avg",
+        }
+    }
+    pub fn parse(s: &str) -> Option<RedOp> {
+        RedOp::ALL
+            .into_iter()
+            .find(|o| o.name() == s.trim().to_ascii_lowercase())
+    }
+}
+
+/// The collectives burnin measures (nccl-tests' set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum CollKind {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    Reduce,
+    #[serde(rename = "alltoall")]
+    AllToAll,
+    #[serde(rename = "sendrecv")]
+    SendRecv,
+}
+
+impl CollKind {
+    pub const ALL: [CollKind; 7] = [
+        CollKind::AllReduce,
+        CollKind::AllGather,
+        CollKind::ReduceScatter,
+        CollKind::Broadcast,
+        CollKind::Reduce,
+        CollKind::AllToAll,
+        CollKind::SendRecv,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            CollKind::AllReduce => "all_reduce",
+            CollKind::AllGather => "all_gather",
+            CollKind::ReduceScatter => "reduce_scatter",
+            CollKind::Broadcast => "broadcast",
+            CollKind::Reduce => "reduce",
+            CollKind::AllToAll => "alltoall",
+            CollKind::SendRecv => "sendrecv",
+        }
+    }
+    pub fn parse(s: &str) -> Option<CollKind> {
+        let t = s.trim().to_ascii_lowercase().replace('-', "_");
+        let t = t.strip_suffix("_perf").unwrap_or(&t);
+        CollKind::ALL
+            .into_iter()
+            .find(|k| k.name() == t || k.name().replace('_', "") == t)
+    }
+    /// Whether the collective applies a reduction operation.
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            CollKind::AllReduce | CollKind::ReduceScatter | CollKind::Reduce
+        )
+    }
+    /// Whether the collective has a root rank.
+    pub fn rooted(self) -> bool {
+        matches!(self, CollKind::Broadcast | CollKind::Reduce)
+    }
+}
+
+impl fmt::Display for CollKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A topology tier: which ranks a sweep measures together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TierKind {
+    World,
+    Intra,
+    Inter,
+    Rails,
+    Pairs,
+}
+
+impl TierKind {
+    pub const ALL: [TierKind; 5] = [
+        TierKind::World,
+        TierKind::Intra,
+        TierKind::Inter,
+        TierKind::Rails,
+        TierKind::Pairs,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            TierKind::World => "world",
+            TierKind::Intra => "intra",
+            TierKind::Inter => "inter",
+            TierKind::Rails => "rails",
+            TierKind::Pairs => "pairs",
+        }
+    }
+    pub fn parse(s: &str) -> Option<TierKind> {
+        let t = s.trim().to_ascii_lowercase();
+        let t = match t.as_str() {
+            "rail" => "rails",
+            "pair" => "pairs",
+            other => other,
+        };
+        TierKind::ALL.into_iter().find(|k| k.name() == t)
+    }
+}
+
+/// One node of the job: its name and the world ranks on it, in local-rank order.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Node {
+    /// Position of the node in the job (by lowest world rank).
+    pub index: usize,
+    /// Hostname of the node (as its first rank reports it).
+    pub host: String,
+    /// World ranks on this node; position in the list is the local rank.
+    pub ranks: Vec<usize>,
+}
