@@ -3,9 +3,9 @@
 //! pairs, so this reports absolute times; it checks what it times (every pair once, no
 //! node twice in a round, the slow node named) so a fast wrong answer cannot pass.
 use burnin::kinds::{CollKind, Dtype, RedOp};
+use burnin::results::sweep::Point;
 use burnin::stats::{Combine, TimeStats};
-use burnin::sweep::Point;
-use burnin::topology::analysis::{analyze, Rules};
+use burnin::sweep::analysis::{analyze, Rules};
 use burnin::topology::pair_rounds;
 use std::time::Instant;
 

@@ -25,14 +25,13 @@
 //! `card.toml` (the card as given), one sub-folder per job with its own JSON and its
 //! `stdout.log`/`stderr.log`, then `report.md` and `report.html`.
 use crate::card::{split_launch, Card, PHASES};
-use crate::cli::RunArgs;
 use crate::error::Outcome;
-use crate::report::verdict::{self, Criterion};
+use crate::report::verdict;
+use crate::results::acceptance::{AcceptanceRecord, JobRecord, JobStatus, SCHEMA_VERSION};
+use crate::results::utc_stamp;
 use crate::results::{create_out_dir, write_json_atomic};
-use crate::topology::file::Topology;
 use crate::watchdog::unix_seconds;
 use anyhow::{anyhow, bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -40,117 +39,26 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Version of the acceptance.json schema.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// How a job ended.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum JobStatus {
-    /// Started, never recorded as ended (the run itself was killed).
-    Running,
-    /// Exit 0.
-    Passed,
-    /// Exit 1: it ran to the end and its own checks failed.
-    Failed,
-    /// Any other exit, or a signal.
-    Crashed,
-    /// Ran past its bound and was killed.
-    TimedOut,
-    /// `burnin run` was interrupted (SIGINT/SIGTERM) while it ran.
-    Interrupted,
-    /// This build or site cannot run it (e.g. no `burnin chaos`).
-    NotAvailable,
-    /// Not run, because an earlier job it needs did not succeed.
-    Skipped,
-}
-
-/// One child job of the run.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct JobRecord {
-    /// probe, sweep, train or chaos.
-    pub phase: String,
-    /// The job's name and folder: probe, sweep, train, train-part, train-resume, chaos.
-    pub name: String,
-    /// The command line, as run.
-    pub argv: Vec<String>,
-    /// Its folder, relative to the results folder.
-    pub dir: String,
-    pub started_unix: f64,
-    pub finished_unix: Option<f64>,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub timeout_s: f64,
-    pub status: JobStatus,
-    /// Why, for anything but a plain exit.
-    #[serde(default)]
-    pub note: String,
-}
-
-impl JobRecord {
-    /// "exit 1", "killed by signal 9", "timed out after 600 s", ...
-    pub fn describe(&self) -> String {
-        let how = match (self.exit_code, self.signal) {
-            (Some(c), _) => format!("exit {c}"),
-            (None, Some(s)) => format!("killed by signal {s}"),
-            _ => String::new(),
-        };
-        let what = match self.status {
-            JobStatus::Running => "never finished (the run was killed)".to_string(),
-            JobStatus::TimedOut => format!("timed out after {} s", self.timeout_s),
-            JobStatus::Interrupted => "interrupted".into(),
-            JobStatus::NotAvailable => "not available".into(),
-            JobStatus::Skipped => "skipped".into(),
-            JobStatus::Passed => "passed".into(),
-            JobStatus::Failed => "its own checks failed".into(),
-            JobStatus::Crashed => "crashed".into(),
-        };
-        let mut s = what;
-        if !how.is_empty() && !matches!(self.status, JobStatus::Passed | JobStatus::Failed) {
-            s = format!("{s} ({how})");
-        }
-        if !self.note.is_empty() {
-            s = format!("{s}: {}", self.note);
-        }
-        s
-    }
-
-    pub fn seconds(&self) -> Option<f64> {
-        Some(self.finished_unix? - self.started_unix)
-    }
-}
-
-/// acceptance.json.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct AcceptanceRecord {
-    pub schema_version: u32,
-    pub kind: String,
-    pub card: Card,
-    /// The card file as given on the command line.
-    pub card_path: String,
-    pub topology: Option<Topology>,
-    /// The launcher prefix, split into words.
-    pub launch: Vec<String>,
-    /// The burnin binary every job ran.
-    pub burnin: String,
-    pub burnin_version: String,
-    /// `burnin run`'s own command line.
-    pub argv: Vec<String>,
-    /// Where `burnin run` ran.
-    pub launch_host: String,
-    /// Phases this run was asked to run (the card's, or --phases).
-    pub phases_selected: Vec<String>,
-    pub started_unix: f64,
-    pub finished_unix: Option<f64>,
-    pub jobs: Vec<JobRecord>,
-    /// The verdict as judged at the end of the run (`burnin report` judges again).
-    pub criteria: Vec<Criterion>,
-    /// The training's gradient all-reduce against the sweep's at the bucket size,
-    /// when both phases ran.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub comm_efficiency: Option<crate::results::comm::CommEfficiency>,
-    /// pass or fail, once finished.
-    pub outcome: Option<String>,
+#[derive(clap::Args, Debug, serde::Serialize)]
+pub struct RunArgs {
+    /// Acceptance card (TOML, see cards/).
+    #[arg(long, value_name = "FILE")]
+    pub card: PathBuf,
+    /// Launcher prefix each phase runs under, split like a shell would (nothing in it
+    /// is expanded), e.g. 'mpirun -np 16 --hostfile hosts' or 'launch/sim-cluster exec
+    /// --'. Default: the card's `launch`.
+    #[arg(long, value_name = "PREFIX")]
+    pub launch: Option<String>,
+    /// Results folder (default: results/<UTC time>-<card name>).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Run only these of the card's phases (comma list of probe, sweep, train, chaos);
+    /// the others' criteria are NOT RUN.
+    #[arg(long, value_name = "LIST")]
+    pub phases: Option<String>,
+    /// Do not echo the jobs' output (it is still in each job's stdout.log/stderr.log).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// Set by SIGINT/SIGTERM: stop the current job, write the report, exit 2.
@@ -166,48 +74,6 @@ fn install_signal_handlers() {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
-}
-
-/// "20260412T101500Z" for a unix time (UTC), as `date -u +%Y%m%dT%H%M%SZ` prints.
-pub fn utc_stamp(unix: f64) -> String {
-    let secs = unix.max(0.0) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
-/// "2026-04-12 10:15:00 UTC".
-pub fn utc_text(unix: f64) -> String {
-    let s = utc_stamp(unix);
-    format!(
-        "{}-{}-{} {}:{}:{} UTC",
-        &s[0..4],
-        &s[4..6],
-        &s[6..8],
-        &s[9..11],
-        &s[11..13],
-        &s[13..15]
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's
-/// algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// Every descendant of `pid`, found through /proc's parent links.
@@ -801,7 +667,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     // Judge and report from the JSON on disk: exactly what `burnin report` will see.
     let data = crate::report::data::RunData::load(&out)?;
     let criteria = verdict::judge(&data);
-    let pass = verdict::passed(&criteria);
+    let pass = crate::results::acceptance::passed(&criteria);
     r.record.criteria = criteria.clone();
     r.record.comm_efficiency = data.comm_efficiency();
     r.record.outcome = Some(if pass { "pass" } else { "fail" }.into());
@@ -938,14 +804,6 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_stamps() {
-        assert_eq!(utc_stamp(0.0), "19700101T000000Z");
-        assert_eq!(utc_stamp(951_782_400.0), "20000229T000000Z");
-        assert_eq!(utc_stamp(1_767_225_599.0), "20251231T235959Z");
-        assert_eq!(utc_text(1_767_225_599.0), "2025-12-31 23:59:59 UTC");
-    }
 
     #[test]
     fn phases_narrow_in_card_order() {

@@ -16,7 +16,11 @@ pub fn run_mpi(
     workload: impl FnOnce(&World, Arc<Watchdog>) -> anyhow::Result<Outcome>,
 ) -> i32 {
     // Environment for the transport logs: while this is the only thread, before MPI.
-    transport::prepare(cli);
+    if let Command::Sweep(a) = &cli.command {
+        if !a.no_transport {
+            transport::prepare(a.out.as_deref(), cli.global.backend);
+        }
+    }
     if matches!(cli.command, Command::Train(_) | Command::Smoke(_))
         && std::env::var_os("CUBLAS_WORKSPACE_CONFIG").is_none()
     {

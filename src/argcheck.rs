@@ -6,10 +6,11 @@
 //! launcher, fault kinds and train arguments). `launch/gpu-check --dry-run` prints
 //! its command lines and a test runs every one through this, so a wrong flag fails
 //! CI instead of a lent GPU machine.
+use crate::backend::BackendChoice;
 use crate::backend::BackendKind;
-use crate::kinds::Dtype;
-use crate::cli::{BackendChoice, Cli, Command};
+use crate::cli::{Cli, Command};
 use crate::error::usage;
+use crate::kinds::Dtype;
 use anyhow::Result;
 
 /// The environment variable that asks for a check only; its value is the rank count.

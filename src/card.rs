@@ -78,8 +78,8 @@
 //! Errors name the file, the line and the field, as topology files do: TOML and schema
 //! errors come from the parser with their span; range checks find the line of the key.
 use crate::kinds::CollKind;
-use crate::topology::file::{parse_toml, Topology};
 use crate::kinds::TierKind;
+use crate::topology::file::{parse_toml, Topology};
 use crate::units::Bytes;
 use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};

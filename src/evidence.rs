@@ -16,7 +16,7 @@
 //! - Tools run in parallel (they only read), so the slowest one sets the time.
 //! - Invasive diagnostics (`dcgmi diag --run 3`) load the GPUs for minutes and run
 //!   only with `--invasive`: whoever schedules the GPUs must agree first.
-use crate::cli::{EvidenceArgs, GlobalArgs};
+use crate::config::GlobalArgs;
 use crate::error::{Agreed, Outcome};
 use crate::world::World;
 use anyhow::{bail, Context, Result};
@@ -26,6 +26,18 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug, serde::Serialize)]
+pub struct EvidenceArgs {
+    /// Folder to write into: OUT/evidence/<host>/ gets one file per tool and index.json.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Also run the invasive diagnostics (`dcgmi diag --run 3` instead of `--run 1`):
+    /// they load the GPUs for minutes; coordinate with whoever schedules them and raise
+    /// -T/--timeout accordingly.
+    #[arg(long)]
+    pub invasive: bool,
+}
 
 /// Version of index.json's layout.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -385,7 +397,7 @@ pub fn render(indexes: &[HostIndex]) -> String {
             })
         })
         .collect();
-    crate::report::table::render(&header, &body)
+    crate::table::render(&header, &body)
 }
 
 /// `burnin evidence`.

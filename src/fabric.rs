@@ -738,7 +738,7 @@ pub fn render_node(host: &str, f: &NodeFabric) -> String {
                 })
                 .collect();
             let h: Vec<&str> = header.iter().map(String::as_str).collect();
-            for line in crate::report::table::render(&h, &body).lines() {
+            for line in crate::table::render(&h, &body).lines() {
                 s.push_str(&format!("#     {line}\n"));
             }
         }

@@ -2,13 +2,24 @@
 //! driver and GPUs, NCCL, libtorch — gathered to rank 0, printed as one table and
 //! optionally written as JSON.
 use crate::backend::nccl;
-use crate::cli::{GlobalArgs, ProbeArgs};
+use crate::config::GlobalArgs;
 use crate::error::Outcome;
 use crate::fabric::{self, NodeFabric};
 use crate::gpu::{self, GpuInventory};
 use crate::world::World;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
+
+#[derive(clap::Args, Debug, serde::Serialize)]
+pub struct ProbeArgs {
+    /// Also write the per-rank table as JSON to FILE (rank 0 writes it).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<std::path::PathBuf>,
+    /// Compare the nodes with this topology file (GPUs, NVLinks, NICs, node and rank
+    /// counts); any difference makes the probe exit 1.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<std::path::PathBuf>,
+}
 
 /// What one rank found.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -42,7 +53,6 @@ fn cpus() -> usize {
         .map(|n| n.get())
         .unwrap_or(1)
 }
-
 
 /// libtorch's version and whether it sees CUDA, as the training binary reports them
 /// (burnin has no libtorch of its own); None where there is none.
@@ -135,15 +145,15 @@ pub fn render_table(rows: &[RankProbe]) -> String {
             ]
         })
         .collect();
-    crate::report::table::render(&header, &body)
+    crate::table::render(&header, &body)
 }
 
 /// `burnin probe`.
 pub fn run(world: &World, global: &GlobalArgs, args: &ProbeArgs) -> Result<Outcome> {
     // A bad topology file is refused (exit 2) before anything is measured.
-    let topo = crate::sweep::load_topology(world, args.topology.as_ref())?;
+    let topo = crate::topology::file::Topology::load_shared(world, args.topology.as_deref())?;
     // With --backend nccl, a rank that cannot use NCCL is an error (exit 2) here too.
-    let (_, why) = crate::backend::resolve(world, global)?;
+    let (_, why) = crate::backend::resolve(world, &global.backend_config())?;
     let mine = probe_rank(world, global);
     let all = world.gather_json(&mine)?;
     if let Some(rows) = all {

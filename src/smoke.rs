@@ -20,10 +20,11 @@
 //! - Checking is pure ([`summarize`], [`render`]) and unit-tested; talking to CUDA,
 //!   libtorch, MPI and the file system is in the `check_*` functions.
 use crate::backend::{self, BackendKind, Bufs, Call, WaitCtx};
-use crate::kinds::{CollKind, Dtype, RedOp};
-use crate::cli::{BackendChoice, GlobalArgs, SmokeArgs};
+use crate::backend::{BackendChoice, BackendConfig};
 use crate::collective::{self, Params, Pattern};
+use crate::config::GlobalArgs;
 use crate::error::Outcome;
+use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use crate::world::World;
@@ -34,6 +35,17 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug, serde::Serialize)]
+pub struct SmokeArgs {
+    /// Directory every rank writes and reads a test file in (the checkpoint storage the
+    /// job will use; default: a `burnin-smoke` directory in the system's temp dir).
+    #[arg(long, value_name = "DIR")]
+    pub ckpt_dir: Option<PathBuf>,
+    /// Also write every rank's results as JSON to FILE (rank 0 writes it).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
 
 /// Longest any one smoke step may block (NCCL init included), whatever -T says.
 const STEP_LIMIT: Duration = Duration::from_secs(30);
@@ -459,7 +471,7 @@ pub fn check_storage(dir: &Path, name: &str) -> Result<String, String> {
 /// all_reduce whose every element is checked against the collective table.
 fn check_collective(
     world: &World,
-    global: &GlobalArgs,
+    cfg: &BackendConfig,
     kind: BackendKind,
     ready: Result<(), String>,
     dog: Arc<Watchdog>,
@@ -482,8 +494,7 @@ fn check_collective(
             fail("all_reduce", why, t),
         ));
     }
-    let mut short = global.clone();
-    short.timeout = Some(global.timeout_secs().min(STEP_LIMIT.as_secs_f64()));
+    let short = cfg.at_most(STEP_LIMIT);
     let built = backend::build(kind, world.comm.duplicate(), world, &short, dog);
     let init = match &built {
         Ok(be) => pass("comm-init", be.describe(), t),
@@ -624,7 +635,8 @@ pub fn run(
     } else {
         BackendKind::Mpi
     };
-    let (init, reduce) = check_collective(world, global, kind, ready, dog.clone())?;
+    let (init, reduce) =
+        check_collective(world, &global.backend_config(), kind, ready, dog.clone())?;
     checks.push(init);
     checks.push(reduce);
     let dir = args.ckpt_dir.clone().unwrap_or_else(default_dir);

@@ -25,8 +25,8 @@
 //!   pairs to intra/inter-node, and rank 0 gathers and summarises ([`build_report`]).
 //! - [`judge_nccl_fabric`] is the card criterion: inter-node NCCL traffic went over the
 //!   InfiniBand/RoCE the topology declares, on enough adapters, on every host.
+use crate::backend::BackendChoice;
 use crate::backend::BackendKind;
-use crate::cli::{BackendChoice, Cli, Command};
 use crate::mpi_log::{self, push_once, MpiLog};
 use crate::nccl_log::{self, NcclLog, Transports};
 use serde::{Deserialize, Serialize};
@@ -147,23 +147,17 @@ fn open_log(
 }
 
 /// `burnin sweep`: turn on the logs that say which transports carry the traffic.
-/// Call before MPI starts, while this is the process's only thread. Does nothing for
-/// other commands or with `--no-transport`.
-pub fn prepare(cli: &Cli) {
-    let Command::Sweep(args) = &cli.command else {
-        return;
-    };
-    if args.no_transport {
-        return;
-    }
+/// Call before MPI starts, while this is the process's only thread; the logs go under
+/// `out` (the sweep's `--out`) when given.
+pub fn prepare(out: Option<&Path>, backend: BackendChoice) {
     let host = crate::world::hostname();
     let pid = std::process::id();
     let mut cap = Capture::default();
-    let sub = |name: &str| args.out.as_ref().map(|o| o.join(name));
-    if cli.global.backend != BackendChoice::Nccl {
+    let sub = |name: &str| out.map(|o| o.join(name));
+    if backend != BackendChoice::Nccl {
         cap.mpi = Some(prepare_mpi(sub("mpi-logs"), &host, pid, &mut cap.set));
     }
-    if cli.global.backend != BackendChoice::Mpi {
+    if backend != BackendChoice::Mpi {
         cap.nccl = Some(prepare_nccl(sub("nccl-logs"), &host, pid, &mut cap.set));
     }
     if let Ok(mut c) = CAPTURE.lock() {

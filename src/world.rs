@@ -17,7 +17,6 @@ use mpi::Threading;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-
 /// The job as every rank sees it after bootstrap.
 pub struct World {
     // Dropping the universe finalizes MPI, so it lives exactly as long as the World.

@@ -9,8 +9,8 @@
 //! `collective::bandwidths` must give exactly the same two doubles for every
 //! collective, rank count and size where the per-rank chunk is whole 16-byte blocks
 //! (burnin refuses sizes that do not split evenly; nccl-tests silently rounds them).
-use burnin::kinds::CollKind;
 use burnin::collective::bandwidths;
+use burnin::kinds::CollKind;
 
 /// nccl-tests' (algbw, busbw) in GB/s for `collective` with a message of `size` bytes
 /// of `elt`-byte elements taking `sec` seconds on `n` ranks.

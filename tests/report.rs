@@ -145,15 +145,18 @@ fn schema_of(v: &Value) -> String {
 /// (an old file that no longer parses fails here first).
 #[test]
 fn json_records_keep_their_schema() {
-    use burnin::acceptance::AcceptanceRecord;
-    use burnin::sweep::SweepReport;
+    use burnin::results::acceptance::AcceptanceRecord;
+    use burnin::results::sweep::SweepReport;
     let h = fixture("sim-healthy");
     let acc: AcceptanceRecord = serde_json::from_value(read_json(&h.join("acceptance.json")))
         .expect("acceptance.json of the fixture parses with this build's types");
-    assert_eq!(acc.schema_version, burnin::acceptance::SCHEMA_VERSION);
+    assert_eq!(
+        acc.schema_version,
+        burnin::results::acceptance::SCHEMA_VERSION
+    );
     let sweep: SweepReport = serde_json::from_value(read_json(&h.join("sweep/run.json")))
         .expect("sweep run.json parses");
-    assert_eq!(sweep.schema_version, burnin::sweep::SCHEMA_VERSION);
+    assert_eq!(sweep.schema_version, burnin::results::sweep::SCHEMA_VERSION);
     let mut text = String::new();
     text.push_str("# acceptance.json\n");
     text.push_str(&schema_of(&serde_json::to_value(&acc).unwrap()));

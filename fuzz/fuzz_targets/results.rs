@@ -1,8 +1,8 @@
 #![no_main]
 //! The results loader: run.json and points.jsonl from a results folder (possibly
 //! truncated or edited) load or fail cleanly; loaded points can be judged.
-use burnin::sweep::{Point, SweepReport};
-use burnin::topology::analysis::{analyze, Rules};
+use burnin::results::sweep::{Point, SweepReport};
+use burnin::sweep::analysis::{analyze, Rules};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

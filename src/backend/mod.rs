@@ -21,6 +21,37 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
 
+/// `--backend`: which backend the job asks for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    Auto,
+    Mpi,
+    Nccl,
+}
+
+/// What building a backend needs, made once from the command line
+/// (`GlobalArgs::backend_config` in the `config` module).
+#[derive(Clone, Debug)]
+pub struct BackendConfig {
+    /// The backend asked for.
+    pub choice: BackendChoice,
+    /// The NCCL library to load (None: search for it).
+    pub nccl_lib: Option<std::path::PathBuf>,
+    /// Deadline of one blocking step without its own (init, copies, teardown).
+    pub deadline: Duration,
+}
+
+impl BackendConfig {
+    /// The same configuration with a shorter deadline (never a longer one).
+    pub fn at_most(&self, deadline: Duration) -> BackendConfig {
+        BackendConfig {
+            deadline: self.deadline.min(deadline),
+            ..self.clone()
+        }
+    }
+}
+
 /// One collective call, fully described.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Call {
@@ -286,15 +317,11 @@ pub trait Backend {
 /// Decide the backend for the job: every rank checks its own GPU and NCCL, the
 /// verdicts are all-gathered, and every rank reaches the same choice. `--backend nccl`
 /// with a rank that cannot use NCCL is an error naming those ranks and the reason.
-pub fn resolve(
-    world: &crate::world::World,
-    global: &crate::cli::GlobalArgs,
-) -> Result<(BackendKind, String)> {
-    use crate::cli::BackendChoice;
-    if global.backend == BackendChoice::Mpi {
+pub fn resolve(world: &crate::world::World, cfg: &BackendConfig) -> Result<(BackendKind, String)> {
+    if cfg.choice == BackendChoice::Mpi {
         return Ok((BackendKind::Mpi, "mpi (asked for)".into()));
     }
-    let problem: Option<String> = nccl::usable(world.local_rank, global.nccl_lib.as_deref())
+    let problem: Option<String> = nccl::usable(world.local_rank, cfg.nccl_lib.as_deref())
         .err()
         .map(|e| format!("{e:#}"));
     let all: Vec<Option<String>> = world.all_gather_json(&problem)?;
@@ -317,7 +344,7 @@ pub fn resolve(
         String::new()
     };
     let why = bad[0].1;
-    if global.backend == BackendChoice::Nccl {
+    if cfg.choice == BackendChoice::Nccl {
         Err(crate::error::Agreed(format!(
             "--backend nccl: {why} on {}{more}; install the NVIDIA driver and NCCL there (or name NCCL with --nccl-lib / BURNIN_NCCL_LIB), or run with --backend mpi",
             ranks.join(", ")
@@ -336,7 +363,7 @@ pub fn build(
     kind: BackendKind,
     comm: ::mpi::topology::SimpleCommunicator,
     world: &crate::world::World,
-    global: &crate::cli::GlobalArgs,
+    cfg: &BackendConfig,
     watchdog: std::sync::Arc<crate::watchdog::Watchdog>,
 ) -> Result<Box<dyn Backend>> {
     Ok(match kind {
@@ -344,7 +371,7 @@ pub fn build(
         BackendKind::Nccl => Box::new(nccl::NcclBackend::new(
             comm,
             world.local_rank,
-            global,
+            cfg,
             watchdog,
         )?),
     })

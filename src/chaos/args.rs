@@ -1,7 +1,7 @@
 //! `burnin chaos`'s flags and their validation.
-use super::fault::{FaultKind, Pick};
-use crate::cli::GlobalArgs;
+use crate::config::GlobalArgs;
 use crate::error::usage;
+use crate::fault::{FaultKind, Pick};
 use crate::train::TrainArgs;
 use anyhow::Result;
 use clap::{Args, Parser, ValueEnum};

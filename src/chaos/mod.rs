@@ -21,7 +21,6 @@ pub mod ckptcheck;
 pub mod clock;
 pub mod deadline;
 pub mod events;
-pub mod fault;
 pub mod heartbeat;
 pub mod launch;
 pub mod proctree;

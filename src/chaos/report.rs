@@ -3,7 +3,7 @@
 //! every trial) with min/median/max over trials, overall and per kind. Every trial
 //! carries its timeline as unix timestamps so a report can draw it. Plain serde
 //! structs; the arithmetic is pure and unit-tested.
-use crate::report::table;
+use crate::table;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -20,12 +20,12 @@
 //! launch host and rank 0's host are assumed NTP-synchronised (typically the same).
 use super::args::{self, ChaosArgs, KindOrder};
 use super::events::{unix_now, Event, What};
-use super::fault::{self, FaultKind, Pick, SplitMix64};
 use super::launch::{self, Job, Line, Teardown};
 use super::proctree;
 use super::report::{self, ChaosReport, Parity, Reference};
 use super::trial;
 use crate::error::{usage, Outcome};
+use crate::fault::{self, FaultKind, Pick, SplitMix64};
 use crate::results::{self, Jsonl};
 use crate::train::TrainArgs;
 use anyhow::{anyhow, bail, Context, Result};

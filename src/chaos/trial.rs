@@ -6,13 +6,13 @@
 use super::args::KindOrder;
 use super::ckptcheck;
 use super::events::{self, unix_now, Event, What};
-use super::fault::{self, FaultKind, Pick, SplitMix64};
 use super::launch::{self, Job, Teardown};
 use super::report::{self, ClockOffset, Mark, Parity, Reference, StragglerSeen, Times, Trial};
 use super::supervisor::{
     fault_args, last_step, link_cut_step, parity, read_json, run_to_end, s, signs, sim, stopping,
     tail, Cut, Setup, Sign, POLL, SLOW_POLL,
 };
+use crate::fault::{self, FaultKind, Pick, SplitMix64};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

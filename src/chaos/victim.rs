@@ -17,10 +17,10 @@ use super::checkin::{self, CheckIn};
 use super::clock;
 use super::deadline::{self, Deadlines};
 use super::events::{EventLog, What};
-use super::fault::{FaultKind, FaultPlan};
 use super::heartbeat::Heartbeat;
 use super::straggler::Stragglers;
 use crate::error::Agreed;
+use crate::fault::{FaultKind, FaultPlan};
 use crate::watchdog::Watchdog;
 use crate::world::World;
 use anyhow::{bail, Context, Result};
@@ -340,12 +340,12 @@ impl Hooks {
                 say(
                     &format!(
                         "exits with code {} without MPI_Finalize",
-                        super::fault::FAULT_EXIT_CODE
+                        crate::fault::FAULT_EXIT_CODE
                     ),
                     &self.events,
                 );
                 // SAFETY: _exit ends the process at once; nothing needs to run after.
-                unsafe { libc::_exit(super::fault::FAULT_EXIT_CODE) }
+                unsafe { libc::_exit(crate::fault::FAULT_EXIT_CODE) }
             }
             FaultKind::Hang => {
                 say(

@@ -15,8 +15,8 @@
 //! - one failure: rate × (recovery time + steps lost × effective step time), the
 //!   median over the chaos trials.
 use super::data::RunData;
-use crate::kinds::CollKind;
 use crate::card::CostSpec;
+use crate::kinds::CollKind;
 use crate::stats::median;
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};

@@ -15,13 +15,13 @@
 //! Versions: every burnin JSON record carries `schema_version`. A file of a newer
 //! schema than this burnin reads, or of one older than it still understands, is
 //! refused with a message that says which; compatible versions load.
-use crate::acceptance::{AcceptanceRecord, JobRecord};
 use crate::card::Card;
-use crate::results::provenance::Provenance;
-use crate::stats::TimeStats;
-use crate::sweep::{Point, SweepReport};
-use crate::topology::file::Topology;
 use crate::kinds::Node;
+use crate::results::acceptance::{AcceptanceRecord, JobRecord};
+use crate::results::provenance::Provenance;
+use crate::results::sweep::{Point, SweepReport};
+use crate::stats::TimeStats;
+use crate::topology::file::Topology;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -38,7 +38,7 @@ pub struct SchemaRange {
 pub const SWEEP_SCHEMA: SchemaRange = SchemaRange {
     kind: "sweep",
     oldest: 1,
-    newest: crate::sweep::SCHEMA_VERSION,
+    newest: crate::results::sweep::SCHEMA_VERSION,
 };
 /// Train run.json / steps.jsonl (the version `burnin train` writes is 1).
 pub const TRAIN_SCHEMA: SchemaRange = SchemaRange {
@@ -50,7 +50,7 @@ pub const TRAIN_SCHEMA: SchemaRange = SchemaRange {
 pub const ACCEPTANCE_SCHEMA: SchemaRange = SchemaRange {
     kind: "acceptance",
     oldest: 1,
-    newest: crate::acceptance::SCHEMA_VERSION,
+    newest: crate::results::acceptance::SCHEMA_VERSION,
 };
 
 /// Refuse a record this burnin cannot read, naming the file and what to do.

@@ -9,14 +9,15 @@
 use super::charts::{self, BwSeries};
 use super::cost;
 use super::data::{RunData, SweepData, TrainData, CHAOS_EVENTS};
-use super::verdict::{self, Criterion, Status};
+use super::verdict;
 use super::Doc;
-use crate::acceptance::{utc_text, JobStatus};
-use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::card::SweepCriteria;
-use crate::sweep::Point;
-use crate::topology::analysis::Analysis;
 use crate::kinds::TierKind;
+use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::results::acceptance::{passed, Criterion, JobStatus, Status};
+use crate::results::analysis::Analysis;
+use crate::results::sweep::Point;
+use crate::results::utc_text;
 use crate::topology;
 use crate::transport::TransportReport;
 use crate::units::Bytes;
@@ -96,11 +97,7 @@ fn interesting_env(k: &str) -> bool {
 /// Build the report. Charts are drawn only when `charts` (HTML).
 pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
     let mut d = Doc::default();
-    let verdict_word = if verdict::passed(criteria) {
-        "PASS"
-    } else {
-        "FAIL"
-    };
+    let verdict_word = if passed(criteria) { "PASS" } else { "FAIL" };
     let title = match data.card() {
         Some(c) => format!("burnin acceptance: {} — {verdict_word}", c.name),
         None => format!("burnin report: {} — {verdict_word}", data.name()),

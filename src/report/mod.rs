@@ -21,7 +21,30 @@ pub mod data;
 pub mod doc;
 pub mod html;
 pub mod markdown;
-pub mod table;
+use crate::table;
+
+#[derive(clap::Args, Debug, serde::Serialize)]
+pub struct ReportArgs {
+    /// A results folder: of `burnin run`, or the --out folder of one sweep or train.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Write report.md and report.html here instead of into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug, serde::Serialize)]
+pub struct CompareArgs {
+    /// The baseline results folder (A).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The results folder compared with it (B); ratios are B / A.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Write compare.md and compare.html here (default: Markdown on stdout).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
 pub mod verdict;
 
 use anyhow::{Context, Result};
@@ -145,7 +168,7 @@ pub fn verdict_text(criteria: &[Criterion]) -> String {
 }
 
 /// `burnin report DIR`: render, print the verdict and where the files are.
-pub fn run_report(args: &crate::cli::ReportArgs) -> Result<crate::error::Outcome> {
+pub fn run_report(args: &ReportArgs) -> Result<crate::error::Outcome> {
     let out = args.out.clone().unwrap_or_else(|| args.dir.clone());
     let r = render_dir(&args.dir, &out)?;
     print!("{}", verdict_text(&r.criteria));

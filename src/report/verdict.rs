@@ -10,55 +10,15 @@
 //! - a folder without a card (a bare `burnin sweep --out` folder) is judged by the
 //!   defaults: zero wrong elements, no outlier, and the topology's own `min_fraction`.
 use super::data::{ProbeRow, RunData, SweepData, TrainData};
-use crate::acceptance::JobStatus;
-use crate::kinds::CollKind;
 use crate::card::{Card, ChaosCriteria, SweepCriteria, TrainCriteria};
-use crate::topology::analysis::{analyze, Analysis, Rules};
-use crate::topology::file::Topology;
+use crate::kinds::CollKind;
 use crate::kinds::TierKind;
+use crate::results::acceptance::JobStatus;
+pub use crate::results::acceptance::{Criterion, Status};
+use crate::results::analysis::Analysis;
+use crate::sweep::analysis::{analyze, Rules};
+use crate::topology::file::Topology;
 use crate::units::Bytes;
-use serde::{Deserialize, Serialize};
-
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Pass,
-    Fail,
-    NotRun,
-}
-
-impl Status {
-    pub fn label(self) -> &'static str {
-        match self {
-            Status::Pass => "PASS",
-            Status::Fail => "FAIL",
-            Status::NotRun => "NOT RUN",
-        }
-    }
-}
-
-/// One line of the verdict table.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Criterion {
-    /// Stable identifier (`sweep.busbw.inter`), for comparing runs.
-    pub id: String,
-    pub phase: String,
-    /// What is judged, in words.
-    pub what: String,
-    /// What was measured, in words ("0.041 GB/s (inter at 16MiB)").
-    pub measured: String,
-    /// The bar ("≥ 0.05 GB/s").
-    pub threshold: String,
-    pub status: Status,
-    /// Why, when the status needs explaining (a crash, no data).
-    #[serde(default)]
-    pub detail: String,
-}
-
-/// The run's outcome: FAIL when any criterion failed.
-pub fn passed(criteria: &[Criterion]) -> bool {
-    !criteria.iter().any(|c| c.status == Status::Fail)
-}
 
 /// Where a job stands, as far as its criteria are concerned.
 enum Gate {
@@ -368,7 +328,7 @@ pub fn sweep_analysis(data: &RunData, sweep: &SweepData, c: &SweepCriteria) -> A
     if judged.is_empty() {
         return analyze(&sweep.points, topo, &rules, &hosts);
     }
-    let points: Vec<crate::sweep::Point> = sweep
+    let points: Vec<crate::results::sweep::Point> = sweep
         .points
         .iter()
         .filter(|p| judged.contains(&p.tier.as_str()))
@@ -412,7 +372,7 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
         }
     }
     out.push(gated(&g, done));
-    let tiers_of = |tier: &str| -> Vec<&crate::topology::analysis::TierResult> {
+    let tiers_of = |tier: &str| -> Vec<&crate::results::analysis::TierResult> {
         analysis
             .iter()
             .flat_map(|a| a.tiers.iter())
@@ -452,7 +412,7 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
         out.push(gated(&g, k));
     }
     if let Some(frac) = c.min_fraction_of_expected {
-        let judged: Vec<&crate::topology::analysis::TierResult> = analysis
+        let judged: Vec<&crate::results::analysis::TierResult> = analysis
             .iter()
             .flat_map(|a| a.tiers.iter())
             .filter(|t| t.collective == coll && t.expected_gbps.is_some())
@@ -532,7 +492,7 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
             "none named".into(),
         );
         if let Some(a) = &analysis {
-            let named: Vec<&crate::topology::analysis::Finding> = a
+            let named: Vec<&crate::results::analysis::Finding> = a
                 .findings
                 .iter()
                 .filter(|f| !f.subject.starts_with("tier "))

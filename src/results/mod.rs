@@ -7,8 +7,11 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub mod acceptance;
+pub mod analysis;
 pub mod comm;
 pub mod provenance;
+pub mod sweep;
 
 /// Write `value` as pretty JSON to `path`: temporary file in the same directory,
 /// fsync, rename over the target, fsync the directory.
@@ -100,9 +103,39 @@ impl Jsonl {
     }
 }
 
+/// "20260412T101500Z" for a unix time (UTC), as `date -u +%Y%m%dT%H%M%SZ` prints.
+pub fn utc_stamp(unix: f64) -> String {
+    utc_format(
+        unix,
+        time::macros::format_description!("[year][month][day]T[hour][minute][second]Z"),
+    )
+}
+
+/// "2026-04-12 10:15:00 UTC".
+pub fn utc_text(unix: f64) -> String {
+    utc_format(
+        unix,
+        time::macros::format_description!("[year]-[month]-[day] [hour]:[minute]:[second] UTC"),
+    )
+}
+
+fn utc_format(unix: f64, format: &[time::format_description::BorrowedFormatItem<'_>]) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp(unix.max(0.0) as i64)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(format).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(utc_stamp(0.0), "19700101T000000Z");
+        assert_eq!(utc_stamp(951_782_400.0), "20000229T000000Z");
+        assert_eq!(utc_stamp(1_767_225_599.0), "20251231T235959Z");
+        assert_eq!(utc_text(1_767_225_599.0), "2025-12-31 23:59:59 UTC");
+    }
 
     #[test]
     fn atomic_write_replaces_whole_file() {

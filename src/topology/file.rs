@@ -312,6 +312,26 @@ impl Topology {
     }
 }
 
+impl Topology {
+    /// Load the topology file on rank 0 and share it (the file may exist only on the
+    /// launch host); a bad file is an agreed error naming file, line and field.
+    pub fn load_shared(
+        world: &crate::world::World,
+        path: Option<&Path>,
+    ) -> Result<Option<Topology>> {
+        let Some(path) = path else { return Ok(None) };
+        let mine: std::result::Result<Topology, String> = if world.rank == 0 {
+            Topology::load(path).map_err(|e| format!("{e:#}"))
+        } else {
+            Err(String::new())
+        };
+        match world.broadcast_json(Some(&mine))? {
+            Ok(t) => Ok(Some(t)),
+            Err(e) => anyhow::bail!(crate::error::Agreed(e)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

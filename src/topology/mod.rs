@@ -12,7 +12,6 @@
 //! Groups in one round are disjoint, so every rank is in at most one group per round.
 //! A tier whose groups would repeat an earlier tier's (intra on one node = world) or
 //! that has no group of two ranks is skipped.
-pub mod analysis;
 pub mod file;
 
 use crate::kinds::{Node, TierKind};

@@ -98,7 +98,7 @@ pub struct TrainArgs {
     pub test_die: Option<String>,
     /// Chaos: a fault this run injects on purpose (see `burnin chaos`).
     #[command(flatten)]
-    pub fault: crate::chaos::fault::FaultArgs,
+    pub fault: crate::fault::FaultArgs,
 }
 
 /// The model's shape: what a checkpoint must match to be loaded.
@@ -191,7 +191,7 @@ pub struct TrainPlan {
     pub die: Option<DiePoint>,
     /// The fault this run injects (chaos).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub fault: Option<crate::chaos::fault::FaultPlan>,
+    pub fault: Option<crate::fault::FaultPlan>,
 }
 
 impl TrainPlan {
@@ -358,7 +358,7 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
         Some(t) => Some(parse_die(t, world_size)?),
         None => None,
     };
-    let fault = crate::chaos::fault::plan(
+    let fault = crate::fault::plan(
         &args.fault,
         world_size,
         args.steps,

@@ -1,9 +1,9 @@
 //! Records of a training run (steps.jsonl lines and run.json) and the summary rank 0
 //! prints. Plain serde structs; the arithmetic over them is pure and unit-tested.
 use super::args::TrainPlan;
-use crate::report::table;
 use crate::results::provenance::Provenance;
 use crate::stats::{self, TimeStats};
+use crate::table;
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ use super::optim::AdamW;
 use anyhow::{bail, Context, Result};
 use burnin::backend;
 use burnin::chaos::victim::Hooks;
-use burnin::cli::GlobalArgs;
+use burnin::config::GlobalArgs;
 use burnin::error::{Agreed, Outcome};
 use burnin::results::provenance::Provenance;
 use burnin::results::{self, Jsonl};
@@ -313,8 +313,14 @@ pub fn run(
     let timeout = hooks.deadlines().init();
     let device = choose_device(world, plan.device)?;
     let determinism = setup_determinism(device)?;
-    let (kind, why) = backend::resolve(world, global)?;
-    let be = backend::build(kind, world.comm.duplicate(), world, global, dog.clone())?;
+    let (kind, why) = backend::resolve(world, &global.backend_config())?;
+    let be = backend::build(
+        kind,
+        world.comm.duplicate(),
+        world,
+        &global.backend_config(),
+        dog.clone(),
+    )?;
     let mut steps_file = open_out(world, &plan)?;
     let provenance = Provenance::collect(world, &why, &be.describe());
     let uses_ckpt = plan.ckpt_every > 0 || plan.resume;

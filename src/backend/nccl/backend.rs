@@ -24,11 +24,11 @@ use super::library::{
     dtype as ndt, redop, Config, NcclLib, NcclResult, RawComm, RawStream, UniqueId,
     NCCL_IN_PROGRESS, NCCL_SUCCESS, UNIQUE_ID_BYTES,
 };
+use crate::backend::BackendConfig;
 use crate::backend::{Backend, BackendKind, Buffer, Bufs, Call, Memory, WaitCtx};
-use crate::kinds::{CollKind, Dtype, RedOp};
-use crate::cli::GlobalArgs;
 use crate::collective::{Mismatch, Pattern};
 use crate::error::Agreed;
+use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Result};
@@ -167,14 +167,14 @@ impl NcclBackend {
     pub fn new(
         comm: SimpleCommunicator,
         local_rank: usize,
-        global: &GlobalArgs,
+        cfg: &BackendConfig,
         watchdog: Arc<Watchdog>,
     ) -> Result<NcclBackend> {
         // gpu::ready first, always: cudarc panics when libcuda is missing.
         let count = crate::gpu::ready().map_err(|e| anyhow!(e))?;
-        let lib = super::library(global.nccl_lib.as_deref())?;
+        let lib = super::library(cfg.nccl_lib.as_deref())?;
         let device = Arc::new(Device::open(super::gpu_for(local_rank, count))?);
-        let timeout = Duration::from_secs_f64(global.timeout_secs().max(0.001));
+        let timeout = cfg.deadline;
         let be = NcclBackend {
             rank: comm.rank() as usize,
             size: comm.size() as usize,

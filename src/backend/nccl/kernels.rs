@@ -7,8 +7,8 @@
 //! one small upload, its runs are one launch each, and one download of
 //! [`COUNTERS`] × 8 bytes returns the result: nothing per element on the host.
 use super::device::{cuda_error, Device};
-use crate::kinds::Dtype;
 use crate::collective::pattern::{self, Mismatch, Pattern, SAMPLE};
+use crate::kinds::Dtype;
 use anyhow::{anyhow, Result};
 use cudarc::driver::{result, sys};
 use std::ffi::{c_void, CString};
@@ -258,8 +258,8 @@ pub fn check_bounds(pat: &Pattern, bytes: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kinds::RedOp;
     use crate::collective::{Params, Run, Source};
+    use crate::kinds::RedOp;
     use sha2::{Digest, Sha256};
 
     /// The PTX must have been made from the kernels.cu in the tree (launch/ptx).

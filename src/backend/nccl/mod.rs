@@ -227,8 +227,9 @@ mod gpu_tests {
     use super::*;
     use crate::backend::{Backend, Buffer, Bufs, Call, WaitCtx};
     use crate::kinds::{CollKind, Dtype, RedOp};
+    use crate::results::sweep::{Plan, Sampling};
     use crate::stats::Combine;
-    use crate::sweep::{self, GroupInfo, Plan, Sampling};
+    use crate::sweep::{self, GroupInfo};
     use clap::Parser;
     use mpi::topology::Communicator;
     use std::time::Duration;
@@ -264,9 +265,11 @@ mod gpu_tests {
     #[ignore = "needs a GPU and cargo: cargo test --release --lib -- --ignored (launch/gpu-check covers the same through the binary)"]
     fn collectives_on_one_gpu_are_correct() {
         let world = crate::world::World::init().unwrap();
-        let global = crate::cli::Cli::parse_from(["burnin", "probe"]).global;
+        let cfg = crate::cli::Cli::parse_from(["burnin", "probe"])
+            .global
+            .backend_config();
         let dog = crate::watchdog::Watchdog::start("gpu test".into(), false);
-        let be = NcclBackend::new(world.comm.duplicate(), world.local_rank, &global, dog).unwrap();
+        let be = NcclBackend::new(world.comm.duplicate(), world.local_rank, &cfg, dog).unwrap();
         assert_eq!((be.rank(), be.size()), (0, 1));
         let d = be.describe();
         assert!(

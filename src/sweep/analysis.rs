@@ -2,76 +2,13 @@
 //! group below a fraction of its tier's median busbw is an outlier). From the node
 //! pairs it names the node or the link to suspect. Pure: works on recorded points, so
 //! `burnin report` can re-judge a results folder.
-use super::file::Topology;
 use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::results::analysis::{Analysis, Finding, GroupResult, PairMatrix, TierResult};
+use crate::results::sweep::Point;
 use crate::stats::median;
-use crate::sweep::Point;
+use crate::topology::file::Topology;
 use crate::units::Bytes;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// One group's number in a tier.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct GroupResult {
-    pub group: usize,
-    pub label: String,
-    pub members: Vec<usize>,
-    pub hosts: Vec<String>,
-    /// Best busbw at large messages (GB/s).
-    pub busbw_gbps: f64,
-    /// Message size that busbw was measured at.
-    pub bytes: u64,
-    /// busbw / the tier's median.
-    pub vs_median: f64,
-    pub outlier: bool,
-}
-
-/// A tier's verdict for one (collective, type, op).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct TierResult {
-    pub tier: String,
-    pub collective: CollKind,
-    pub dtype: Dtype,
-    pub op: Option<RedOp>,
-    pub in_place: bool,
-    pub groups: Vec<GroupResult>,
-    pub median_gbps: f64,
-    /// Expected busbw from the topology file (per group), if it gives one.
-    pub expected_gbps: Option<f64>,
-    pub min_fraction: f64,
-    /// Worst group busbw / expected.
-    pub worst_vs_expected: Option<f64>,
-    pub meets_expectation: Option<bool>,
-}
-
-/// busbw between every pair of nodes at the largest size (GB/s).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct PairMatrix {
-    pub collective: CollKind,
-    pub bytes: u64,
-    pub nodes: Vec<String>,
-    pub busbw_gbps: Vec<Vec<Option<f64>>>,
-}
-
-/// One line of the verdict.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Finding {
-    /// "fail" makes the run fail; "info" does not.
-    pub severity: String,
-    /// What to suspect: a node ("node3"), a pair ("node0+node2"), a rail, a tier.
-    pub subject: String,
-    pub text: String,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
-pub struct Analysis {
-    pub tiers: Vec<TierResult>,
-    pub pair_matrices: Vec<PairMatrix>,
-    pub findings: Vec<Finding>,
-    /// Nodes named as outliers.
-    pub outlier_nodes: Vec<String>,
-    pub pass: bool,
-}
 
 /// Settings of the judgement.
 #[derive(Clone, Debug)]
@@ -429,7 +366,7 @@ mod tests {
 
     fn pairs_points(n: usize, slow: impl Fn(usize, usize) -> bool) -> Vec<Point> {
         let mut v = Vec::new();
-        for (g, (a, b)) in super::super::pair_rounds(n)
+        for (g, (a, b)) in crate::topology::pair_rounds(n)
             .into_iter()
             .flatten()
             .enumerate()

@@ -5,23 +5,28 @@
 //! [`Backend`]. Every decision that changes how many calls a rank makes (when to stop
 //! sampling) is taken collectively — the same all-reduced numbers on every rank — so
 //! ranks can never disagree on the number of calls and deadlock.
+pub mod analysis;
+mod args;
 use crate::backend::{self, Backend, BackendKind, Bufs, Call, WaitCtx};
-use crate::kinds::{CollKind, Dtype, RedOp};
-use crate::cli::{GlobalArgs, SweepArgs};
 use crate::collective::{self, Params, Pattern};
+use crate::config::GlobalArgs;
 use crate::error::{usage, Agreed, Outcome};
+use crate::kinds::TierKind;
+use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::results::analysis::Analysis;
 use crate::results::provenance::Provenance;
+use crate::results::sweep::{Plan, Point, Sampling, SweepReport, SCHEMA_VERSION};
 use crate::results::{self, Jsonl};
 use crate::stats::{self, Combine, TimeStats};
-use crate::topology::analysis::{Analysis, Rules};
-use crate::topology::file::Topology;
-use crate::kinds::TierKind;
 use crate::topology;
-use crate::transport::{self, CommRecord, TierGroups, TransportReport};
+use crate::topology::file::Topology;
+use crate::transport::{self, CommRecord, TierGroups};
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use crate::world::{self, World};
+use analysis::Rules;
 use anyhow::{bail, Context, Result};
+pub use args::SweepArgs;
 use mpi::collective::{CommunicatorCollectives, SystemOperation};
 use mpi::topology::Communicator;
 use serde::{Deserialize, Serialize};
@@ -29,39 +34,6 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Version of the run.json / points.jsonl schema.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// How many timed iterations to run.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Sampling {
-    /// Exactly `iters` after `warmup` (nccl-tests' -n/-w).
-    Fixed { warmup: u32, iters: u32 },
-    /// Warm up, then batches until the median's 95% CI is within ±`ci` (relative) or
-    /// `budget_s` is spent or `max_iters` are done.
-    Adaptive {
-        warmup: u32,
-        ci: f64,
-        budget_s: f64,
-        max_iters: u32,
-    },
-}
-
-/// A validated sweep.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    pub collectives: Vec<CollKind>,
-    pub dtypes: Vec<Dtype>,
-    pub ops: Vec<RedOp>,
-    pub sizes: Vec<u64>,
-    /// false = out-of-place, true = in-place, in run order.
-    pub placements: Vec<bool>,
-    pub root: usize,
-    pub check: bool,
-    pub combine: Combine,
-    pub sampling: Sampling,
-}
 
 /// Parse a comma list with `all`, naming the flag on error.
 fn parse_list<T: Copy + PartialEq>(
@@ -291,89 +263,6 @@ pub fn plan(
         combine: Combine::from_flag(args.average),
         sampling,
     })
-}
-
-/// One measured (collective, type, op, size, placement) on one group of ranks.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Point {
-    pub schema_version: u32,
-    /// Topology tier ("world", later "intra", "inter", "rail", "pair").
-    pub tier: String,
-    /// Group index within the tier.
-    pub group: usize,
-    /// Group name: "world", "node3", "inter", "rail 1", "node0+node3".
-    pub label: String,
-    /// World ranks in the group.
-    pub members: Vec<usize>,
-    /// Hosts of the group, deduplicated, in member order.
-    pub hosts: Vec<String>,
-    pub collective: CollKind,
-    pub dtype: Dtype,
-    /// Reduction op (None for data-movement collectives).
-    pub op: Option<RedOp>,
-    /// Root rank within the group (rooted collectives only).
-    pub root: Option<usize>,
-    pub in_place: bool,
-    /// Message size (nccl-tests' size column).
-    pub bytes: u64,
-    /// Elements of the message.
-    pub count: usize,
-    /// Timed iterations run (identical on every rank).
-    pub iterations: usize,
-    pub warmup: u32,
-    /// Whether adaptive sampling chose the iteration count.
-    pub adaptive: bool,
-    /// Achieved relative half-width of the median's 95% CI (worst rank).
-    pub ci_half_width: f64,
-    /// The collective's time, ranks combined as `combine` says.
-    pub time: TimeStats,
-    pub combine: Combine,
-    /// Each rank's median time (µs), in group-rank order.
-    pub rank_p50_us: Vec<f64>,
-    /// Group rank with the largest median.
-    pub slowest_rank: usize,
-    /// (max − min) / min of the ranks' medians.
-    pub rank_spread: f64,
-    pub algbw_gbps: f64,
-    pub busbw_gbps: f64,
-    pub algbw_mean_gbps: f64,
-    pub busbw_mean_gbps: f64,
-    /// Wrong elements over all ranks (None: not checked).
-    pub wrong: Option<u64>,
-    /// Group ranks that saw wrong elements, with the first wrong index.
-    pub wrong_ranks: Vec<(usize, usize)>,
-    /// Wall time of this point (buffers allocated to result known) on the rank that
-    /// spent the largest share of it outside the timed calls, in seconds.
-    #[serde(default)]
-    pub wall_s: f64,
-    /// Of `wall_s`, the seconds inside the backend's timed calls (warm-up, samples
-    /// and the checked call); the rest is allocation, fill, check and sampling
-    /// decisions.
-    #[serde(default)]
-    pub in_calls_s: f64,
-}
-
-/// The whole sweep's results (run.json).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct SweepReport {
-    pub schema_version: u32,
-    pub kind: String,
-    pub provenance: Provenance,
-    pub plan: Plan,
-    pub points: Vec<Point>,
-    /// Tier verdicts, outliers and the node-pair matrix.
-    pub analysis: Analysis,
-    /// The topology file the run was judged against.
-    pub topology: Option<Topology>,
-    /// Which transports carried each tier's traffic (absent with --no-transport and
-    /// in runs of burnin versions before it was recorded).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transport: Option<TransportReport>,
-    /// nccl-tests' footer: average busbw over the world tier's points (GB/s).
-    pub avg_busbw_gbps: f64,
-    pub wrong_total: u64,
-    pub finished_unix: f64,
-    pub outcome: String,
 }
 
 /// What each rank reports after measuring one point.
@@ -822,21 +711,6 @@ fn open_out(world: &World, out: Option<&PathBuf>) -> Result<Option<Jsonl>> {
     Ok(file)
 }
 
-/// Load the topology file on rank 0 and share it (the file may exist only on the
-/// launch host); a bad file is an agreed error naming file, line and field.
-pub(crate) fn load_topology(world: &World, path: Option<&PathBuf>) -> Result<Option<Topology>> {
-    let Some(path) = path else { return Ok(None) };
-    let mine: std::result::Result<Topology, String> = if world.rank == 0 {
-        Topology::load(path).map_err(|e| format!("{e:#}"))
-    } else {
-        Err(String::new())
-    };
-    match world.broadcast_json(Some(&mine))? {
-        Ok(t) => Ok(Some(t)),
-        Err(e) => bail!(Agreed(e)),
-    }
-}
-
 /// Everything one group measures, in order; `live` is called on each point as soon
 /// as it is measured (rank 0 streams its own group's points).
 #[allow(clippy::too_many_arguments)]
@@ -937,9 +811,9 @@ pub fn run(
     dog: Arc<Watchdog>,
 ) -> Result<Outcome> {
     let agreed = |e: anyhow::Error| anyhow::Error::new(Agreed(format!("{e:#}")));
-    let (kind, why) = backend::resolve(world, global)?;
+    let (kind, why) = backend::resolve(world, &global.backend_config())?;
     let wanted = topology::parse_tiers(&args.tiers).map_err(agreed)?;
-    let topo = load_topology(world, args.topology.as_ref())?;
+    let topo = Topology::load_shared(world, args.topology.as_deref())?;
     let nics = topo
         .as_ref()
         .and_then(|t| t.inter.as_ref())
@@ -960,7 +834,13 @@ pub fn run(
             .collect();
         println!("# nodes: {}", map.join("; "));
     }
-    let be_world = backend::build(kind, world.comm.duplicate(), world, global, dog.clone())?;
+    let be_world = backend::build(
+        kind,
+        world.comm.duplicate(),
+        world,
+        &global.backend_config(),
+        dog.clone(),
+    )?;
     // Every NCCL communicator this rank creates, in order: the n-th of its NCCL log.
     let mut comms: Vec<CommRecord> = Vec::new();
     if kind == BackendKind::Nccl {
@@ -1035,7 +915,7 @@ pub fn run(
                         .map(|&i| world.nodes[i].host.clone())
                         .collect(),
                 };
-                let be = backend::build(kind, comm, world, global, dog.clone())?;
+                let be = backend::build(kind, comm, world, &global.backend_config(), dog.clone())?;
                 if kind == BackendKind::Nccl {
                     comms.push(CommRecord {
                         tier: info.tier.clone(),
@@ -1125,7 +1005,7 @@ pub fn run(
         .collect();
     print!("{}", table_footer(&sink.points));
     let rules = Rules::from(topo.as_ref(), args.outlier_fraction, args.min_fraction);
-    let analysis = topology::analysis::analyze(&sink.points, topo.as_ref(), &rules, &node_hosts);
+    let analysis = analysis::analyze(&sink.points, topo.as_ref(), &rules, &node_hosts);
     print!("{}", render_analysis(&analysis));
     if let Some(t) = &transport {
         print!("{}", transport::render_lines(t));
@@ -1210,7 +1090,7 @@ pub fn render_analysis(a: &Analysis) -> String {
             ]
         })
         .collect();
-    for line in crate::report::table::render(&header, &rows).lines() {
+    for line in crate::table::render(&header, &rows).lines() {
         s.push_str("# ");
         s.push_str(line);
         s.push('\n');

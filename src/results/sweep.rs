@@ -1,0 +1,126 @@
+//! The records of one sweep: its plan, every measured point (points.jsonl) and the
+//! whole run (run.json). Written by `burnin sweep`, read by `burnin report` and
+//! `compare` through these same types.
+use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::results::analysis::Analysis;
+use crate::results::provenance::Provenance;
+use crate::stats::{Combine, TimeStats};
+use crate::topology::file::Topology;
+use crate::transport::TransportReport;
+use serde::{Deserialize, Serialize};
+
+/// Version of the run.json / points.jsonl schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How many timed iterations to run.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Sampling {
+    /// Exactly `iters` after `warmup` (nccl-tests' -n/-w).
+    Fixed { warmup: u32, iters: u32 },
+    /// Warm up, then batches until the median's 95% CI is within ±`ci` (relative) or
+    /// `budget_s` is spent or `max_iters` are done.
+    Adaptive {
+        warmup: u32,
+        ci: f64,
+        budget_s: f64,
+        max_iters: u32,
+    },
+}
+
+/// A validated sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub collectives: Vec<CollKind>,
+    pub dtypes: Vec<Dtype>,
+    pub ops: Vec<RedOp>,
+    pub sizes: Vec<u64>,
+    /// false = out-of-place, true = in-place, in run order.
+    pub placements: Vec<bool>,
+    pub root: usize,
+    pub check: bool,
+    pub combine: Combine,
+    pub sampling: Sampling,
+}
+
+/// One measured (collective, type, op, size, placement) on one group of ranks.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Point {
+    pub schema_version: u32,
+    /// Topology tier ("world", later "intra", "inter", "rail", "pair").
+    pub tier: String,
+    /// Group index within the tier.
+    pub group: usize,
+    /// Group name: "world", "node3", "inter", "rail 1", "node0+node3".
+    pub label: String,
+    /// World ranks in the group.
+    pub members: Vec<usize>,
+    /// Hosts of the group, deduplicated, in member order.
+    pub hosts: Vec<String>,
+    pub collective: CollKind,
+    pub dtype: Dtype,
+    /// Reduction op (None for data-movement collectives).
+    pub op: Option<RedOp>,
+    /// Root rank within the group (rooted collectives only).
+    pub root: Option<usize>,
+    pub in_place: bool,
+    /// Message size (nccl-tests' size column).
+    pub bytes: u64,
+    /// Elements of the message.
+    pub count: usize,
+    /// Timed iterations run (identical on every rank).
+    pub iterations: usize,
+    pub warmup: u32,
+    /// Whether adaptive sampling chose the iteration count.
+    pub adaptive: bool,
+    /// Achieved relative half-width of the median's 95% CI (worst rank).
+    pub ci_half_width: f64,
+    /// The collective's time, ranks combined as `combine` says.
+    pub time: TimeStats,
+    pub combine: Combine,
+    /// Each rank's median time (µs), in group-rank order.
+    pub rank_p50_us: Vec<f64>,
+    /// Group rank with the largest median.
+    pub slowest_rank: usize,
+    /// (max − min) / min of the ranks' medians.
+    pub rank_spread: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    pub algbw_mean_gbps: f64,
+    pub busbw_mean_gbps: f64,
+    /// Wrong elements over all ranks (None: not checked).
+    pub wrong: Option<u64>,
+    /// Group ranks that saw wrong elements, with the first wrong index.
+    pub wrong_ranks: Vec<(usize, usize)>,
+    /// Wall time of this point (buffers allocated to result known) on the rank that
+    /// spent the largest share of it outside the timed calls, in seconds.
+    #[serde(default)]
+    pub wall_s: f64,
+    /// Of `wall_s`, the seconds inside the backend's timed calls (warm-up, samples
+    /// and the checked call); the rest is allocation, fill, check and sampling
+    /// decisions.
+    #[serde(default)]
+    pub in_calls_s: f64,
+}
+
+/// The whole sweep's results (run.json).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SweepReport {
+    pub schema_version: u32,
+    pub kind: String,
+    pub provenance: Provenance,
+    pub plan: Plan,
+    pub points: Vec<Point>,
+    /// Tier verdicts, outliers and the node-pair matrix.
+    pub analysis: Analysis,
+    /// The topology file the run was judged against.
+    pub topology: Option<Topology>,
+    /// Which transports carried each tier's traffic (absent with --no-transport and
+    /// in runs of burnin versions before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<TransportReport>,
+    /// nccl-tests' footer: average busbw over the world tier's points (GB/s).
+    pub avg_busbw_gbps: f64,
+    pub wrong_total: u64,
+    pub finished_unix: f64,
+    pub outcome: String,
+}

@@ -1,0 +1,92 @@
+//! `burnin sweep`'s command line (nccl-tests' flags where users know them).
+use crate::units::Bytes;
+use clap::Args;
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Args, Debug, Serialize, Clone)]
+pub struct SweepArgs {
+    /// Collectives to run: a comma list of all_reduce, all_gather, reduce_scatter,
+    /// broadcast, reduce, alltoall, sendrecv, or `all`.
+    #[arg(
+        short = 'c',
+        long = "collectives",
+        default_value = "all_reduce",
+        value_name = "LIST"
+    )]
+    pub collectives: String,
+    /// Smallest message size (bytes; K, M, G suffixes are powers of 1024).
+    #[arg(short = 'b', long = "min-bytes", default_value = "32M")]
+    pub min_bytes: Bytes,
+    /// Largest message size.
+    #[arg(short = 'e', long = "max-bytes", default_value = "32M")]
+    pub max_bytes: Bytes,
+    /// Multiply the size by this factor between steps (> 1).
+    #[arg(short = 'f', long = "step-factor", conflicts_with = "step_bytes")]
+    pub step_factor: Option<u64>,
+    /// Add this many bytes between steps, instead of a factor.
+    #[arg(short = 'i', long = "step-bytes")]
+    pub step_bytes: Option<Bytes>,
+    /// Fixed number of timed iterations per size (turns adaptive sampling off).
+    #[arg(short = 'n', long = "iters")]
+    pub iters: Option<u32>,
+    /// Warm-up iterations per size.
+    #[arg(short = 'w', long = "warmup-iters", default_value_t = 5)]
+    pub warmup_iters: u32,
+    /// Check every result element (1) or not (0).
+    #[arg(long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub check: u8,
+    /// Reduction operations: comma list of sum, prod, max, min, avg, or `all`.
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// Data types: comma list of f32, f64, f16, bf16, i32, u8 (nccl-tests names like
+    /// float, double, half, int32, uint8 work too), or `all`.
+    #[arg(short = 'd', long = "dtype", default_value = "f32")]
+    pub dtype: String,
+    /// Root rank for broadcast and reduce.
+    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    pub root: usize,
+    /// How ranks' times combine into the collective's time: 0 rank 0, 1 average,
+    /// 2 min, 3 max (the slowest rank; burnin's default).
+    #[arg(short = 'a', long = "average", default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub average: u8,
+    /// Which buffer placements to run: out (separate send/recv), in (in-place), or both.
+    #[arg(long, default_value = "out,in", value_name = "LIST")]
+    pub placement: String,
+    /// Adaptive sampling target: stop when the 95% confidence interval of the median
+    /// is within ± this fraction (0.01 = ±1%).
+    #[arg(long = "ci", default_value_t = 0.01)]
+    pub ci: f64,
+    /// Adaptive sampling: time budget per size and placement, in seconds.
+    #[arg(long = "budget", default_value_t = 2.0, value_name = "SECS")]
+    pub budget: f64,
+    /// Adaptive sampling: never more than this many timed iterations per size.
+    #[arg(long = "max-iters", default_value_t = 10_000)]
+    pub max_iters: u32,
+    /// Topology tiers: comma list of world, intra, inter, rails, pairs, or `all` (the
+    /// ones that apply to the node map; pairs run at the largest size only).
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    pub tiers: String,
+    /// Expected fabric (TOML, see topologies/): tiers below its numbers fail.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+    /// A group below this fraction of its tier's median busbw is an outlier
+    /// (default: the topology file's, else 0.8).
+    #[arg(long)]
+    pub outlier_fraction: Option<f64>,
+    /// A tier below this fraction of the topology's expected busbw fails (default:
+    /// the topology file's, else 0.9).
+    #[arg(long)]
+    pub min_fraction: Option<f64>,
+    /// Write run.json and points.jsonl to this folder (points appended as measured).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Do not record which transports carried the traffic (by default NCCL's INFO log
+    /// and Open MPI's BTL choices go to OUT/nccl-logs and OUT/mpi-logs and each tier's
+    /// transport is reported).
+    #[arg(long)]
+    pub no_transport: bool,
+    /// Test only: make this rank corrupt its result buffer so the check must fail.
+    #[arg(long, hide = true)]
+    pub corrupt_rank: Option<usize>,
+}
