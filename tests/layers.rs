@@ -101,11 +101,10 @@ fn ident(c: Option<&char>) -> bool {
 
 /// `'x'` or `'\n'`, not a lifetime `'a`.
 fn char_literal(b: &[char], i: usize) -> bool {
-    match (b.get(i + 1), b.get(i + 2)) {
-        (Some('\\'), _) => true,
-        (Some(_), Some('\'')) => true,
-        _ => false,
-    }
+    matches!(
+        (b.get(i + 1), b.get(i + 2)),
+        (Some('\\'), _) | (Some(_), Some('\''))
+    )
 }
 
 /// The code without `#[cfg(test)]` items (a `mod … { … }` or one item up to `;`).
