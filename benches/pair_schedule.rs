@@ -13,7 +13,7 @@ fn point(g: usize, a: usize, b: usize, busbw: f64) -> Point {
     let (ha, hb) = (format!("node{a}"), format!("node{b}"));
     Point {
         schema_version: 1,
-        tier: "pairs".into(),
+        tier: burnin::kinds::TierKind::Pairs,
         group: g,
         label: format!("{ha}+{hb}"),
         members: vec![2 * a, 2 * b],

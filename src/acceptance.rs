@@ -321,6 +321,9 @@ impl Runner {
                 };
                 if rec.status == JobStatus::Crashed {
                     rec.note = last_error_line(&dir.join("stderr.log"));
+                    if e.signal.is_some() && wrote_final_record(name, &dir, rec.started_unix) {
+                        rec.status = JobStatus::LauncherCrashed;
+                    }
                 }
             }
         }
@@ -333,6 +336,24 @@ impl Runner {
         self.save()?;
         Ok(status)
     }
+}
+
+/// Whether job `name` wrote, since `since`, the record its phase writes last (probe's
+/// probe.json, a sweep's or training's run.json): then a signal that ended the
+/// launcher came after the work was done.
+fn wrote_final_record(name: &str, dir: &Path, since: f64) -> bool {
+    let file = match name {
+        "probe" => "probe.json",
+        "sweep" | "train" | "train-part" | "train-resume" => "run.json",
+        _ => return false,
+    };
+    let Ok(meta) = std::fs::metadata(dir.join(file)) else {
+        return false;
+    };
+    let Ok(modified) = meta.modified() else {
+        return false;
+    };
+    meta.len() > 0 && unix_seconds(modified) >= since
 }
 
 /// The last line of a log that looks like an error (for the job's note).
@@ -757,7 +778,10 @@ fn train_jobs(r: &mut Runner, spec: &crate::card::TrainSpec) -> Result<()> {
     if !spec.criteria.resume_parity {
         return Ok(());
     }
-    if !matches!(full, JobStatus::Passed | JobStatus::Failed) {
+    if !matches!(
+        full,
+        JobStatus::Passed | JobStatus::Failed | JobStatus::LauncherCrashed
+    ) {
         let note = "the uninterrupted training run did not finish".to_string();
         r.not_run("train", "train-part", JobStatus::Skipped, note.clone())?;
         return r.not_run("train", "train-resume", JobStatus::Skipped, note);
@@ -775,7 +799,10 @@ fn train_jobs(r: &mut Runner, spec: &crate::card::TrainSpec) -> Result<()> {
         false,
     ));
     let part = r.job("train", "train-part", argv, t)?;
-    if !matches!(part, JobStatus::Passed | JobStatus::Failed) {
+    if !matches!(
+        part,
+        JobStatus::Passed | JobStatus::Failed | JobStatus::LauncherCrashed
+    ) {
         return r.not_run(
             "train",
             "train-resume",

@@ -169,9 +169,13 @@ impl fmt::Display for CollKind {
 }
 
 /// A topology tier: which ranks a sweep measures together.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// Ordered as listed (reports show tiers in this order).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TierKind {
+    #[default]
     World,
     Intra,
     Inter,
@@ -204,6 +208,12 @@ impl TierKind {
             other => other,
         };
         TierKind::ALL.into_iter().find(|k| k.name() == t)
+    }
+}
+
+impl fmt::Display for TierKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -27,6 +27,7 @@
 //!   InfiniBand/RoCE the topology declares, on enough adapters, on every host.
 use crate::backend::BackendChoice;
 use crate::backend::BackendKind;
+use crate::kinds::TierKind;
 use crate::mpi_log::{self, push_once, MpiLog};
 use crate::nccl_log::{self, NcclLog, Transports};
 use serde::{Deserialize, Serialize};
@@ -303,7 +304,7 @@ fn forward(path: &Path) {
 /// One NCCL communicator a rank created, in creation order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CommRecord {
-    pub tier: String,
+    pub tier: TierKind,
     pub group: usize,
     /// World ranks, in communicator-rank order.
     pub members: Vec<usize>,
@@ -312,7 +313,7 @@ pub struct CommRecord {
 /// One communicator's transports, as the rank that created it saw them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct CommTransport {
-    pub tier: String,
+    pub tier: TierKind,
     pub group: usize,
     pub intra: Transports,
     pub inter: Transports,
@@ -409,7 +410,7 @@ pub fn rank_nccl(
                     _ => None,
                 };
                 let mut ct = CommTransport {
-                    tier: r.tier.clone(),
+                    tier: r.tier,
                     group: r.group,
                     algorithms: c.algorithms.clone(),
                     ..CommTransport::default()
@@ -521,14 +522,14 @@ pub fn tidy(kind: BackendKind) {
 /// A tier's groups (world ranks), as planned.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TierGroups {
-    pub tier: String,
+    pub tier: TierKind,
     pub groups: Vec<Vec<usize>>,
 }
 
 /// One tier's transports, in words.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TierTransport {
-    pub tier: String,
+    pub tier: TierKind,
     /// Between ranks of one node; None when the tier has no such pair.
     pub intra_node: Option<String>,
     /// Between nodes; None when the tier has no such pair.
@@ -681,7 +682,7 @@ fn nccl_report(
             }
         }
         rep.tiers.push(TierTransport {
-            tier: t.tier.clone(),
+            tier: t.tier,
             intra_node: same.then(|| intra.describe()),
             inter_node: cross.then(|| inter.describe()),
             nccl_intra: same.then_some(intra),
@@ -783,7 +784,7 @@ fn mpi_report(
             }
         }
         rep.tiers.push(TierTransport {
-            tier: t.tier.clone(),
+            tier: t.tier,
             intra_node: same.then(|| intra.describe()),
             inter_node: cross.then(|| inter.describe()),
             ..TierTransport::default()
@@ -999,15 +1000,15 @@ mod tests {
         ];
         let tiers = vec![
             TierGroups {
-                tier: "world".into(),
+                tier: TierKind::World,
                 groups: vec![vec![0, 1, 2, 3]],
             },
             TierGroups {
-                tier: "intra".into(),
+                tier: TierKind::Intra,
                 groups: vec![vec![0, 1], vec![2, 3]],
             },
             TierGroups {
-                tier: "inter".into(),
+                tier: TierKind::Inter,
                 groups: vec![vec![0, 2], vec![1, 3]],
             },
         ];

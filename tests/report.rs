@@ -470,6 +470,50 @@ fn a_crashing_or_hanging_phase_fails_its_criteria_and_the_report_is_still_writte
     assert!(r.stdout.contains("timed out after 1 s"), "{}", r.stdout);
 }
 
+#[test]
+fn a_launcher_that_crashes_after_the_job_finished_is_judged_from_the_results() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // The launcher runs the job, then dies by SIGSEGV (as mpirun's teardown can,
+    // open-mpi/ompi#13650); a second one dies before the job starts.
+    for (name, launch, status, verdict) in [
+        (
+            "after",
+            "sh -c '\\\"$@\\\"; kill -SEGV $$' sh",
+            "launcher_crashed",
+            "pass",
+        ),
+        ("before", "sh -c 'kill -SEGV $$' sh", "crashed", "fail"),
+    ] {
+        let card = write_card(
+            dir.path(),
+            &format!("name = \"{name}\"\nlaunch = \"{launch}\"\n[probe]\n"),
+        );
+        let out = dir.path().join(name);
+        let r = burnin(
+            &["run", "--card", s(&card), "--out", s(&out)],
+            Duration::from_secs(60),
+        );
+        assert_no_panic(&r);
+        let acc = read_json(&out.join("acceptance.json"));
+        assert_eq!(acc["jobs"][0]["status"], status, "{}", r.all());
+        assert_eq!(acc["jobs"][0]["signal"], 11, "{}", r.all());
+        assert_eq!(acc["outcome"], verdict, "{}", r.all());
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains("killed by signal 11"), "{md}");
+        if name == "after" {
+            assert_eq!(r.code, Some(0), "{}", r.all());
+            assert!(
+                r.stdout.contains(
+                    "finished its results, then the launcher crashed (killed by signal 11)"
+                ),
+                "{}",
+                r.stdout
+            );
+        }
+    }
+}
+
 /// The launcher prefix for local ranks on this machine (as tests/common's mpirun).
 const LOCAL_LAUNCH: &str = "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 4";
 

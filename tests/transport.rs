@@ -378,7 +378,7 @@ fn nccl_logs_become_per_tier_transports_through_the_node_map() {
     let node_of = [0, 0, 1, 1];
     let hosts = ["hgx-b17".to_string(), "hgx-b18".to_string()];
     let world = vec![CommRecord {
-        tier: "world".into(),
+        tier: burnin::kinds::TierKind::World,
         group: 0,
         members: vec![0, 1, 2, 3],
     }];
@@ -399,7 +399,7 @@ fn nccl_logs_become_per_tier_transports_through_the_node_map() {
         })
         .collect();
     let tiers = vec![TierGroups {
-        tier: "world".into(),
+        tier: burnin::kinds::TierKind::World,
         groups: vec![vec![0, 1, 2, 3]],
     }];
     let rep = transport::build_report(BackendKind::Nccl, &ranks, &node_of, &hosts, &tiers);

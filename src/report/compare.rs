@@ -33,7 +33,7 @@ fn busbw_grid(d: &RunData) -> BTreeMap<(usize, String, CollKind, u64), f64> {
             .filter(|p| p.dtype == first.dtype && p.op == first.op && p.in_place != any_out)
         {
             let e = m
-                .entry((order(&p.tier), p.tier.clone(), coll, p.bytes))
+                .entry((order(p.tier.name()), p.tier.to_string(), coll, p.bytes))
                 .or_insert(f64::INFINITY);
             *e = e.min(p.busbw_gbps);
         }

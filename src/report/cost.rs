@@ -16,7 +16,7 @@
 //!   median over the chaos trials.
 use super::data::RunData;
 use crate::card::CostSpec;
-use crate::kinds::CollKind;
+use crate::kinds::{CollKind, TierKind};
 use crate::stats::median;
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
@@ -84,7 +84,7 @@ pub fn world_allreduce_algbw(data: &RunData) -> Option<(f64, u64)> {
     let pts: Vec<_> = s
         .points
         .iter()
-        .filter(|p| p.tier == "world" && p.collective == CollKind::AllReduce)
+        .filter(|p| p.tier == TierKind::World && p.collective == CollKind::AllReduce)
         .collect();
     let largest = pts.iter().map(|p| p.bytes).max()?;
     let best = pts

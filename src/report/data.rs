@@ -659,7 +659,7 @@ impl RunData {
             .points
             .iter()
             .filter(|p| {
-                p.tier == "world"
+                p.tier == crate::kinds::TierKind::World
                     && p.collective == crate::kinds::CollKind::AllReduce
                     && p.dtype == crate::kinds::Dtype::F32
             })

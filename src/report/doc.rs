@@ -174,7 +174,11 @@ pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
     for j in data.acceptance.iter().flat_map(|a| a.jobs.iter()) {
         if matches!(
             j.status,
-            JobStatus::Crashed | JobStatus::TimedOut | JobStatus::Interrupted | JobStatus::Running
+            JobStatus::Crashed
+                | JobStatus::LauncherCrashed
+                | JobStatus::TimedOut
+                | JobStatus::Interrupted
+                | JobStatus::Running
         ) {
             notes.push(format!("job `{}`: {}", j.name, j.describe()));
         }
@@ -426,8 +430,8 @@ fn tier_order(t: &str) -> usize {
 pub fn planned(data: &RunData, s: &SweepData) -> Planned {
     let mut seen_tiers: Vec<String> = Vec::new();
     for p in &s.points {
-        if !seen_tiers.contains(&p.tier) {
-            seen_tiers.push(p.tier.clone());
+        if !seen_tiers.iter().any(|t| t == p.tier.name()) {
+            seen_tiers.push(p.tier.to_string());
         }
     }
     seen_tiers.sort_by_key(|t| tier_order(t));
@@ -523,7 +527,7 @@ pub fn missing(plan: &Planned, points: &[Point]) -> (Vec<Missing>, Vec<String>) 
         for &coll in &plan.collectives {
             let have: Vec<&Point> = points
                 .iter()
-                .filter(|p| &p.tier == tier && p.collective == coll)
+                .filter(|p| p.tier.name() == tier.as_str() && p.collective == coll)
                 .collect();
             let miss: Vec<u64> = tier_sizes(tier, &plan.sizes)
                 .into_iter()
@@ -642,7 +646,7 @@ fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
             for t in &tiers {
                 let at: Vec<f64> = pts
                     .iter()
-                    .filter(|p| p.tier == *t && p.bytes == b)
+                    .filter(|p| p.tier.name() == *t && p.bytes == b)
                     .map(|p| p.busbw_gbps)
                     .collect();
                 let planned_here = tier_sizes(t, &plan.sizes).contains(&b);
@@ -756,7 +760,7 @@ fn transport_section(d: &mut Doc, t: &TransportReport) {
         .tiers
         .iter()
         .map(|x| {
-            let mut r = vec![x.tier.clone(), dash(&x.intra_node), dash(&x.inter_node)];
+            let mut r = vec![x.tier.to_string(), dash(&x.intra_node), dash(&x.inter_node)];
             if !x.algorithms.is_empty() {
                 r[0] = format!("{} ({})", x.tier, x.algorithms.join(", "));
             }
@@ -825,7 +829,7 @@ fn tier_table(d: &mut Doc, a: &Analysis) {
                 .iter()
                 .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
             vec![
-                t.tier.clone(),
+                t.tier.to_string(),
                 t.collective.name().to_string(),
                 t.groups.len().to_string(),
                 f3(t.median_gbps),
@@ -863,7 +867,7 @@ fn bw_chart(
     coll: CollKind,
 ) {
     let mut by_group: BTreeMap<usize, (String, Vec<(u64, f64)>)> = BTreeMap::new();
-    for p in pts.iter().filter(|p| p.tier == tier) {
+    for p in pts.iter().filter(|p| p.tier.name() == tier) {
         let e = by_group
             .entry(p.group)
             .or_insert_with(|| (p.label.clone(), Vec::new()));
@@ -872,7 +876,7 @@ fn bw_chart(
     let result = a
         .tiers
         .iter()
-        .find(|t| t.tier == tier && t.collective == coll);
+        .find(|t| t.tier.name() == tier && t.collective == coll);
     let outlier = |g: usize| {
         result
             .and_then(|t| t.groups.iter().find(|x| x.group == g))
@@ -891,7 +895,7 @@ fn bw_chart(
         })
         .collect();
     let expected = result.and_then(|t| t.expected_gbps).or_else(|| {
-        let p = pts.iter().find(|p| p.tier == tier)?;
+        let p = pts.iter().find(|p| p.tier.name() == tier)?;
         data.topology()?
             .expectation(tier, coll, p.members.len(), p.hosts.len().max(1))
     });
@@ -926,7 +930,7 @@ fn rank_spread(d: &mut Doc, data: &RunData, s: &SweepData, plan: &Planned, chart
         let pts = shown(&s.points, coll);
         let Some(p) = pts
             .iter()
-            .filter(|p| p.tier == "world" && !p.rank_p50_us.is_empty())
+            .filter(|p| p.tier == TierKind::World && !p.rank_p50_us.is_empty())
             .max_by_key(|p| p.bytes)
         else {
             continue;

@@ -47,7 +47,7 @@ fn gate(data: &RunData, job: &str) -> Gate {
             },
         ),
         Some(j) => match j.status {
-            JobStatus::Passed | JobStatus::Failed => Gate::Judge,
+            JobStatus::Passed | JobStatus::Failed | JobStatus::LauncherCrashed => Gate::Judge,
             JobStatus::NotAvailable | JobStatus::Skipped => Gate::NotRun(j.note.clone()),
             JobStatus::Crashed
             | JobStatus::TimedOut
@@ -331,7 +331,7 @@ pub fn sweep_analysis(data: &RunData, sweep: &SweepData, c: &SweepCriteria) -> A
     let points: Vec<crate::results::sweep::Point> = sweep
         .points
         .iter()
-        .filter(|p| judged.contains(&p.tier.as_str()))
+        .filter(|p| judged.contains(&p.tier.name()))
         .cloned()
         .collect();
     analyze(&points, topo, &rules, &hosts)
@@ -376,7 +376,7 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
         analysis
             .iter()
             .flat_map(|a| a.tiers.iter())
-            .filter(|t| t.tier == tier && t.collective == coll)
+            .filter(|t| t.tier.name() == tier && t.collective == coll)
             .collect()
     };
     let worst_group = |tier: &str| {
@@ -443,10 +443,10 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
         }
         let mut seen: Vec<&str> = Vec::new();
         for t in &judged {
-            if seen.contains(&t.tier.as_str()) {
+            if seen.contains(&t.tier.name()) {
                 continue;
             }
-            seen.push(&t.tier);
+            seen.push(t.tier.name());
             // The worst of the tier's (type, op, placement) results.
             let worst = judged
                 .iter()

@@ -20,6 +20,11 @@ pub enum JobStatus {
     Failed,
     /// Any other exit, or a signal.
     Crashed,
+    /// The job wrote its complete results (the record a phase writes last), then the
+    /// launcher ended by a signal: mpirun's own teardown can crash after every rank
+    /// has finished (open-mpi/ompi#13650). Its criteria are judged from the results;
+    /// the report names the signal.
+    LauncherCrashed,
     /// Ran past its bound and was killed.
     TimedOut,
     /// `burnin run` was interrupted (SIGINT/SIGTERM) while it ran.
@@ -69,6 +74,7 @@ impl JobRecord {
             JobStatus::Passed => "passed".into(),
             JobStatus::Failed => "its own checks failed".into(),
             JobStatus::Crashed => "crashed".into(),
+            JobStatus::LauncherCrashed => "finished its results, then the launcher crashed".into(),
         };
         let mut s = what;
         if !how.is_empty() && !matches!(self.status, JobStatus::Passed | JobStatus::Failed) {

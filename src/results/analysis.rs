@@ -1,7 +1,7 @@
 //! The judgement of a sweep's tiers (run.json's `analysis`): per-tier and per-group
 //! busbw against the median and the topology's expectation, the node-pair matrix and
 //! the findings. Computed by `sweep::analysis::analyze`.
-use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::kinds::{CollKind, Dtype, RedOp, TierKind};
 use serde::{Deserialize, Serialize};
 
 /// One group's number in a tier.
@@ -23,7 +23,7 @@ pub struct GroupResult {
 /// A tier's verdict for one (collective, type, op).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct TierResult {
-    pub tier: String,
+    pub tier: TierKind,
     pub collective: CollKind,
     pub dtype: Dtype,
     pub op: Option<RedOp>,

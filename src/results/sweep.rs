@@ -1,7 +1,7 @@
 //! The records of one sweep: its plan, every measured point (points.jsonl) and the
 //! whole run (run.json). Written by `burnin sweep`, read by `burnin report` and
 //! `compare` through these same types.
-use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::kinds::{CollKind, Dtype, RedOp, TierKind};
 use crate::results::analysis::Analysis;
 use crate::results::provenance::Provenance;
 use crate::stats::{Combine, TimeStats};
@@ -47,7 +47,7 @@ pub struct Plan {
 pub struct Point {
     pub schema_version: u32,
     /// Topology tier ("world", later "intra", "inter", "rail", "pair").
-    pub tier: String,
+    pub tier: TierKind,
     /// Group index within the tier.
     pub group: usize,
     /// Group name: "world", "node3", "inter", "rail 1", "node0+node3".

@@ -2,7 +2,7 @@
 //! group below a fraction of its tier's median busbw is an outlier). From the node
 //! pairs it names the node or the link to suspect. Pure: works on recorded points, so
 //! `burnin report` can re-judge a results folder.
-use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::kinds::{CollKind, Dtype, RedOp, TierKind};
 use crate::results::analysis::{Analysis, Finding, GroupResult, PairMatrix, TierResult};
 use crate::results::sweep::Point;
 use crate::stats::median;
@@ -16,7 +16,7 @@ pub struct Rules {
     pub outlier_fraction: f64,
     /// Per-tier outlier fractions from the topology file's tier sections; empty when
     /// the fraction was given on the command line (or card), which then rules all tiers.
-    pub tier_outlier_fraction: BTreeMap<String, f64>,
+    pub tier_outlier_fraction: BTreeMap<TierKind, f64>,
     pub min_fraction: f64,
     /// Judge busbw at sizes ≥ this (None: the largest size of each group).
     pub large_message: Option<u64>,
@@ -31,9 +31,9 @@ impl Rules {
         let acc = topology.map(|t| t.acceptance.clone()).unwrap_or_default();
         let mut tier_outlier_fraction = BTreeMap::new();
         if let (Some(t), None) = (topology, outlier_fraction) {
-            for tier in ["world", "intra", "inter", "rails", "pairs"] {
-                if let Some(f) = t.tier_outlier_fraction(tier) {
-                    tier_outlier_fraction.insert(tier.to_string(), f);
+            for tier in TierKind::ALL {
+                if let Some(f) = t.tier_outlier_fraction(tier.name()) {
+                    tier_outlier_fraction.insert(tier, f);
                 }
             }
         }
@@ -46,15 +46,15 @@ impl Rules {
     }
 
     /// The outlier fraction that judges `tier`.
-    pub fn outlier_for(&self, tier: &str) -> f64 {
+    pub fn outlier_for(&self, tier: TierKind) -> f64 {
         self.tier_outlier_fraction
-            .get(tier)
+            .get(&tier)
             .copied()
             .unwrap_or(self.outlier_fraction)
     }
 }
 
-type Key = (String, CollKind, Dtype, Option<RedOp>, bool);
+type Key = (TierKind, CollKind, Dtype, Option<RedOp>, bool);
 
 /// Best busbw at large sizes per group of one key.
 fn group_best(points: &[&Point], large: Option<u64>) -> Vec<(usize, f64, u64)> {
@@ -88,34 +88,28 @@ pub fn analyze(
 ) -> Analysis {
     let mut keys: BTreeMap<Key, Vec<&Point>> = BTreeMap::new();
     for p in points {
-        keys.entry((p.tier.clone(), p.collective, p.dtype, p.op, p.in_place))
+        keys.entry((p.tier, p.collective, p.dtype, p.op, p.in_place))
             .or_default()
             .push(p);
     }
-    let tier_order = |t: &str| {
-        ["world", "intra", "inter", "rails", "pairs"]
-            .iter()
-            .position(|x| *x == t)
-            .unwrap_or(9)
-    };
     let mut ordered: Vec<(Key, Vec<&Point>)> = keys.into_iter().collect();
-    ordered.sort_by_key(|(k, _)| (tier_order(&k.0), k.1, k.2, k.4));
+    ordered.sort_by_key(|(k, _)| (k.0, k.1, k.2, k.4));
     // Judge out-of-place when it was measured; in-place only otherwise.
-    let has_out: Vec<(String, CollKind, Dtype, Option<RedOp>)> = ordered
+    let has_out: Vec<(TierKind, CollKind, Dtype, Option<RedOp>)> = ordered
         .iter()
         .filter(|(k, _)| !k.4)
-        .map(|(k, _)| (k.0.clone(), k.1, k.2, k.3))
+        .map(|(k, _)| (k.0, k.1, k.2, k.3))
         .collect();
     let mut a = Analysis {
         pass: true,
         ..Default::default()
     };
     for ((tier, coll, dtype, op, in_place), pts) in ordered {
-        if in_place && has_out.contains(&(tier.clone(), coll, dtype, op)) {
+        if in_place && has_out.contains(&(tier, coll, dtype, op)) {
             continue;
         }
         let best = group_best(&pts, rules.large_message);
-        let outlier_fraction = rules.outlier_for(&tier);
+        let outlier_fraction = rules.outlier_for(tier);
         let med = median(&best.iter().map(|b| b.1).collect::<Vec<_>>());
         let first_of: BTreeMap<usize, &Point> = pts.iter().rev().map(|p| (p.group, *p)).collect();
         let mut groups: Vec<GroupResult> = best
@@ -151,7 +145,7 @@ pub fn analyze(
         let expected = topology.and_then(|t| {
             let g = pts.first()?;
             let nodes = g.hosts.len().max(1);
-            t.expectation(&tier, coll, g.members.len(), nodes)
+            t.expectation(tier.name(), coll, g.members.len(), nodes)
         });
         let worst = groups
             .iter()
@@ -178,16 +172,16 @@ pub fn analyze(
             });
             a.pass = false;
         }
-        if tier == "pairs" {
+        if tier == TierKind::Pairs {
             pair_findings(&mut a, &groups, coll, outlier_fraction, node_hosts);
         } else {
             for g in groups.iter().filter(|g| g.outlier) {
-                let what = match tier.as_str() {
-                    "intra" => format!(
+                let what = match tier {
+                    TierKind::Intra => format!(
                         "suspect {}'s intra-node links (NVLink/PCIe or memory)",
                         g.label
                     ),
-                    "rails" => format!(
+                    TierKind::Rails => format!(
                         "suspect the NIC or switch port of {} on one of its nodes",
                         g.label
                     ),
@@ -201,7 +195,7 @@ pub fn analyze(
                         g.label, g.busbw_gbps, g.vs_median
                     ),
                 });
-                if tier == "intra" {
+                if tier == TierKind::Intra {
                     a.outlier_nodes.push(g.label.clone());
                 }
                 a.pass = false;
@@ -328,7 +322,7 @@ mod tests {
     ) -> Point {
         Point {
             schema_version: 1,
-            tier: tier.into(),
+            tier: TierKind::parse(tier).unwrap(),
             group,
             label: label.into(),
             members: vec![0, 1],
@@ -524,8 +518,8 @@ mod tests {
         )
         .unwrap();
         let rules = Rules::from(Some(&topo), None, None);
-        assert_eq!(rules.outlier_for("intra"), 0.25);
-        assert_eq!(rules.outlier_for("pairs"), 0.8);
+        assert_eq!(rules.outlier_for(TierKind::Intra), 0.25);
+        assert_eq!(rules.outlier_for(TierKind::Pairs), 0.8);
         let a = analyze(&pts, Some(&topo), &rules, &hosts(4));
         assert!(a.pass, "{:?}", a.findings);
         assert!(a.outlier_nodes.is_empty());

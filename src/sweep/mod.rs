@@ -381,7 +381,7 @@ fn worst_over_ranks(be: &dyn Backend, v: f64) -> f64 {
 /// Where the group sits in the job, for the records.
 #[derive(Clone, Debug)]
 pub struct GroupInfo {
-    pub tier: String,
+    pub tier: TierKind,
     pub group: usize,
     pub label: String,
     pub members: Vec<usize>,
@@ -522,7 +522,7 @@ pub fn measure(
     let (algbw_mean, busbw_mean) = collective::bandwidths(kind, size, time.mean_us / 1e6, n);
     Ok(Point {
         schema_version: SCHEMA_VERSION,
-        tier: group.tier.clone(),
+        tier: group.tier,
         group: group.group,
         label: group.label.clone(),
         members: group.members.clone(),
@@ -845,7 +845,7 @@ pub fn run(
     let mut comms: Vec<CommRecord> = Vec::new();
     if kind == BackendKind::Nccl {
         comms.push(CommRecord {
-            tier: TierKind::World.name().into(),
+            tier: TierKind::World,
             group: 0,
             members: (0..world.size).collect(),
         });
@@ -905,7 +905,7 @@ pub fn run(
             let mut gathered: Vec<Point> = Vec::new();
             if let (Some(g), Some(comm)) = (mine, comm) {
                 let info = GroupInfo {
-                    tier: tier.kind.name().into(),
+                    tier: tier.kind,
                     group: g.index,
                     label: g.label.clone(),
                     members: g.members.clone(),
@@ -918,7 +918,7 @@ pub fn run(
                 let be = backend::build(kind, comm, world, &global.backend_config(), dog.clone())?;
                 if kind == BackendKind::Nccl {
                     comms.push(CommRecord {
-                        tier: info.tier.clone(),
+                        tier: info.tier,
                         group: info.group,
                         members: info.members.clone(),
                     });
@@ -957,7 +957,7 @@ pub fn run(
                 let mut round_points: Vec<Point> = sink
                     .points
                     .iter()
-                    .filter(|p| p.tier == tier.kind.name())
+                    .filter(|p| p.tier == tier.kind)
                     .cloned()
                     .collect();
                 for p in all.into_iter().flatten() {
@@ -980,7 +980,7 @@ pub fn run(
             let groups: Vec<TierGroups> = tiers
                 .iter()
                 .map(|t| TierGroups {
-                    tier: t.kind.name().into(),
+                    tier: t.kind,
                     groups: t
                         .rounds
                         .iter()
@@ -1000,7 +1000,7 @@ pub fn run(
     let world_points: Vec<Point> = sink
         .points
         .iter()
-        .filter(|p| p.tier == "world")
+        .filter(|p| p.tier == TierKind::World)
         .cloned()
         .collect();
     print!("{}", table_footer(&sink.points));
@@ -1071,7 +1071,7 @@ pub fn render_analysis(a: &Analysis) -> String {
                 .iter()
                 .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
             vec![
-                t.tier.clone(),
+                t.tier.to_string(),
                 t.collective.name().to_string(),
                 t.groups.len().to_string(),
                 format!("{:.3}", t.median_gbps),

@@ -340,7 +340,7 @@ mod gpu_tests {
             },
         };
         let group = GroupInfo {
-            tier: "world".into(),
+            tier: crate::kinds::TierKind::World,
             group: 0,
             label: "world".into(),
             members: vec![0],
