@@ -213,7 +213,8 @@ impl TierKind {
 
 impl fmt::Display for TierKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        // pad: tables align tier names with `{:<6}`, as they did the names' strings
+        f.pad(self.name())
     }
 }
 

@@ -20,7 +20,7 @@ use crate::results::{self, Jsonl};
 use crate::stats::{self, Combine, TimeStats};
 use crate::topology;
 use crate::topology::file::Topology;
-use crate::transport::{self, CommRecord, TierGroups};
+use crate::transport::{self, CommRecord, TierGroups, TransportReport};
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use crate::world::{self, World};
@@ -811,7 +811,8 @@ pub fn run(
     dog: Arc<Watchdog>,
 ) -> Result<Outcome> {
     let agreed = |e: anyhow::Error| anyhow::Error::new(Agreed(format!("{e:#}")));
-    let (kind, why) = backend::resolve(world, &global.backend_config())?;
+    let cfg = global.backend_config();
+    let (kind, why) = backend::resolve(world, &cfg)?;
     let wanted = topology::parse_tiers(&args.tiers).map_err(agreed)?;
     let topo = Topology::load_shared(world, args.topology.as_deref())?;
     let nics = topo
@@ -820,50 +821,13 @@ pub fn run(
         .and_then(|i| i.nics);
     let tiers = topology::plan_tiers(&world.nodes, &wanted, nics);
     if world.rank == 0 {
-        let names: Vec<&str> = tiers.iter().map(|t| t.kind.name()).collect();
-        println!(
-            "# burnin sweep: {} ranks on {} nodes, backend {why}, tiers {}",
-            world.size,
-            world.nodes.len(),
-            names.join(",")
-        );
-        let map: Vec<String> = world
-            .nodes
-            .iter()
-            .map(|n| format!("{} ranks {:?}", n.host, n.ranks))
-            .collect();
-        println!("# nodes: {}", map.join("; "));
+        print_header(world, &why, &tiers);
     }
-    let be_world = backend::build(
-        kind,
-        world.comm.duplicate(),
-        world,
-        &global.backend_config(),
-        dog.clone(),
-    )?;
-    // Every NCCL communicator this rank creates, in order: the n-th of its NCCL log.
-    let mut comms: Vec<CommRecord> = Vec::new();
-    if kind == BackendKind::Nccl {
-        comms.push(CommRecord {
-            tier: TierKind::World,
-            group: 0,
-            members: (0..world.size).collect(),
-        });
-    }
+    let be_world = backend::build(kind, world.comm.duplicate(), world, &cfg, dog.clone())?;
     let supports = |d| be_world.supports(d, None);
     let plan = plan(args, world.size, kind, supports).map_err(agreed)?;
     // Every group size must take the plan too (e.g. all_gather splitting).
-    let mut group_sizes: Vec<usize> = tiers
-        .iter()
-        .flat_map(|t| {
-            t.rounds
-                .iter()
-                .flat_map(|r| r.groups.iter().map(|g| g.members.len()))
-        })
-        .collect();
-    group_sizes.sort_unstable();
-    group_sizes.dedup();
-    for n in group_sizes {
+    for n in group_sizes(&tiers) {
         let mut a = args.clone();
         a.root = 0;
         self::plan(&a, n, kind, supports)
@@ -871,25 +835,111 @@ pub fn run(
     }
     let stack = be_world.describe();
     drop(be_world);
-    let points_file = open_out(world, args.out.as_ref())?;
-    let provenance = Provenance::collect(world, &why, &stack);
-    let mut sink = Sink {
-        points_file,
-        progress: std::io::stderr().is_terminal(),
-        points: Vec::new(),
+    let mut run = TierRun {
+        world,
+        cfg: &cfg,
+        args,
+        plan: &plan,
+        kind,
+        dog,
+        sink: Sink {
+            points_file: open_out(world, args.out.as_ref())?,
+            progress: std::io::stderr().is_terminal(),
+            points: Vec::new(),
+        },
+        comms: Vec::new(),
     };
-    let timeout = Duration::from_secs_f64(global.timeout_secs().max(0.001));
-    let largest = plan.sizes.last().copied().unwrap_or(0);
+    let provenance = Provenance::collect(world, &why, &stack);
+    // Every NCCL communicator this rank creates, in order: the n-th of its NCCL log.
+    run.note_comm(TierKind::World, 0, (0..world.size).collect());
     for tier in &tiers {
-        if world.rank == 0 && tier.kind != TierKind::World {
+        run.tier(tier)?;
+    }
+    let transport = collect_transport(world, kind, args, &tiers, &run.comms)?;
+    if world.rank != 0 {
+        return Ok(Outcome::Pass);
+    }
+    let sink = run.sink;
+    if sink.progress {
+        eprintln!();
+    }
+    let ends = Ends {
+        provenance,
+        plan,
+        topology: topo,
+        transport,
+    };
+    finish(world, args, sink.points, ends)
+}
+
+/// rank 0's first lines: ranks, nodes, backend, tiers, the node map.
+fn print_header(world: &World, why: &str, tiers: &[topology::Tier]) {
+    let names: Vec<&str> = tiers.iter().map(|t| t.kind.name()).collect();
+    println!(
+        "# burnin sweep: {} ranks on {} nodes, backend {why}, tiers {}",
+        world.size,
+        world.nodes.len(),
+        names.join(",")
+    );
+    let map: Vec<String> = world
+        .nodes
+        .iter()
+        .map(|n| format!("{} ranks {:?}", n.host, n.ranks))
+        .collect();
+    println!("# nodes: {}", map.join("; "));
+}
+
+/// The distinct group sizes of all tiers' rounds, ascending.
+fn group_sizes(tiers: &[topology::Tier]) -> Vec<usize> {
+    let mut sizes: Vec<usize> = tiers
+        .iter()
+        .flat_map(|t| {
+            t.rounds
+                .iter()
+                .flat_map(|r| r.groups.iter().map(|g| g.members.len()))
+        })
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    sizes
+}
+
+/// What measuring the tiers needs and gathers.
+struct TierRun<'a> {
+    world: &'a World,
+    cfg: &'a backend::BackendConfig,
+    args: &'a SweepArgs,
+    plan: &'a Plan,
+    kind: BackendKind,
+    dog: Arc<Watchdog>,
+    /// rank 0: every point, streamed to points.jsonl.
+    sink: Sink,
+    /// Every NCCL communicator this rank created, in order.
+    comms: Vec<CommRecord>,
+}
+
+impl TierRun<'_> {
+    fn note_comm(&mut self, tier: TierKind, group: usize, members: Vec<usize>) {
+        if self.kind == BackendKind::Nccl {
+            self.comms.push(CommRecord {
+                tier,
+                group,
+                members,
+            });
+        }
+    }
+
+    /// Every round of `tier`, one after the other.
+    fn tier(&mut self, tier: &topology::Tier) -> Result<()> {
+        if self.world.rank == 0 && tier.kind != TierKind::World {
             println!(
                 "# tier {}: {} round(s)",
                 tier.kind.name(),
                 tier.rounds.len()
             );
         }
-        for (ri, round) in tier.rounds.iter().enumerate() {
-            if world.rank == 0 && sink.progress {
+        for ri in 0..tier.rounds.len() {
+            if self.world.rank == 0 && self.sink.progress {
                 eprint!(
                     "\r[tier {} round {}/{}]      ",
                     tier.kind.name(),
@@ -897,147 +947,160 @@ pub fn run(
                     tier.rounds.len()
                 );
             }
-            let mine = round
-                .groups
-                .iter()
-                .find(|g| g.members.binary_search(&world.rank).is_ok());
-            let comm = world.split(mine.map(|g| g.index as u32), world.rank as i32);
-            let mut gathered: Vec<Point> = Vec::new();
-            if let (Some(g), Some(comm)) = (mine, comm) {
-                let info = GroupInfo {
-                    tier: tier.kind,
-                    group: g.index,
-                    label: g.label.clone(),
-                    members: g.members.clone(),
-                    hosts: g
-                        .nodes
-                        .iter()
-                        .map(|&i| world.nodes[i].host.clone())
-                        .collect(),
-                };
-                let be = backend::build(kind, comm, world, &global.backend_config(), dog.clone())?;
-                if kind == BackendKind::Nccl {
-                    comms.push(CommRecord {
-                        tier: info.tier,
-                        group: info.group,
-                        members: info.members.clone(),
-                    });
-                }
-                let sizes = if tier.kind == TierKind::Pairs {
-                    vec![largest]
-                } else {
-                    plan.sizes.clone()
-                };
-                let corrupt = args.corrupt_rank == Some(world.rank);
-                let print_table = world.rank == 0 && tier.kind == TierKind::World;
-                let mut live = |p: Point| -> Result<()> {
-                    if world.rank == 0 {
-                        sink.record(p)?;
-                    }
-                    Ok(())
-                };
-                let pts = run_group(
-                    be.as_ref(),
-                    &plan,
-                    &sizes,
-                    &info,
-                    timeout,
-                    corrupt,
-                    print_table,
-                    &mut live,
-                )?;
-                if world.rank != 0 {
-                    gathered = pts;
-                }
-            }
-            // Ranks done early wait without spinning; then group leaders other than
-            // rank 0 send their points to rank 0.
-            world.quiet_barrier();
-            if let Some(all) = world.gather_json(&gathered)? {
-                let mut round_points: Vec<Point> = sink
-                    .points
+            self.round(tier, ri)?;
+        }
+        Ok(())
+    }
+
+    /// One round: this rank's group measures (if it is in one), then rank 0 gathers
+    /// the other groups' points.
+    fn round(&mut self, tier: &topology::Tier, ri: usize) -> Result<()> {
+        let world = self.world;
+        let round = &tier.rounds[ri];
+        let mine = round
+            .groups
+            .iter()
+            .find(|g| g.members.binary_search(&world.rank).is_ok());
+        let comm = world.split(mine.map(|g| g.index as u32), world.rank as i32);
+        let mut gathered: Vec<Point> = Vec::new();
+        if let (Some(g), Some(comm)) = (mine, comm) {
+            let info = GroupInfo {
+                tier: tier.kind,
+                group: g.index,
+                label: g.label.clone(),
+                members: g.members.clone(),
+                hosts: g
+                    .nodes
                     .iter()
-                    .filter(|p| p.tier == tier.kind)
-                    .cloned()
-                    .collect();
-                for p in all.into_iter().flatten() {
-                    round_points.push(p.clone());
+                    .map(|&i| world.nodes[i].host.clone())
+                    .collect(),
+            };
+            let be = backend::build(self.kind, comm, world, self.cfg, self.dog.clone())?;
+            self.note_comm(info.tier, info.group, info.members.clone());
+            let sizes = if tier.kind == TierKind::Pairs {
+                vec![self.plan.sizes.last().copied().unwrap_or(0)]
+            } else {
+                self.plan.sizes.clone()
+            };
+            let corrupt = self.args.corrupt_rank == Some(world.rank);
+            let print_table = world.rank == 0 && tier.kind == TierKind::World;
+            let sink = &mut self.sink;
+            let mut live = |p: Point| -> Result<()> {
+                if world.rank == 0 {
                     sink.record(p)?;
                 }
-                if tier.kind != TierKind::World && ri + 1 == tier.rounds.len() {
-                    print!("{}", group_summary_lines(&round_points));
-                }
+                Ok(())
+            };
+            let pts = run_group(
+                be.as_ref(),
+                self.plan,
+                &sizes,
+                &info,
+                self.cfg.deadline,
+                corrupt,
+                print_table,
+                &mut live,
+            )?;
+            if world.rank != 0 {
+                gathered = pts;
             }
         }
-    }
-    let node_hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
-    let transport = if args.no_transport {
-        None
-    } else {
-        transport::tidy(kind);
-        let mine = transport::collect(kind, world.rank, &world.host, &world.node_of, &comms);
-        world.gather_json(&mine)?.map(|all| {
-            let groups: Vec<TierGroups> = tiers
+        // Ranks done early wait without spinning; then group leaders other than
+        // rank 0 send their points to rank 0.
+        world.quiet_barrier();
+        if let Some(all) = world.gather_json(&gathered)? {
+            let mut round_points: Vec<Point> = self
+                .sink
+                .points
                 .iter()
-                .map(|t| TierGroups {
-                    tier: t.kind,
-                    groups: t
-                        .rounds
-                        .iter()
-                        .flat_map(|r| r.groups.iter().map(|g| g.members.clone()))
-                        .collect(),
-                })
+                .filter(|p| p.tier == tier.kind)
+                .cloned()
                 .collect();
-            transport::build_report(kind, &all, &world.node_of, &node_hosts, &groups)
-        })
-    };
-    if world.rank != 0 {
-        return Ok(Outcome::Pass);
+            for p in all.into_iter().flatten() {
+                round_points.push(p.clone());
+                self.sink.record(p)?;
+            }
+            if tier.kind != TierKind::World && ri + 1 == tier.rounds.len() {
+                print!("{}", group_summary_lines(&round_points));
+            }
+        }
+        Ok(())
     }
-    if sink.progress {
-        eprintln!();
+}
+
+/// Which transports carried each tier's traffic (rank 0 gets the report), unless
+/// `--no-transport`.
+fn collect_transport(
+    world: &World,
+    kind: BackendKind,
+    args: &SweepArgs,
+    tiers: &[topology::Tier],
+    comms: &[CommRecord],
+) -> Result<Option<TransportReport>> {
+    if args.no_transport {
+        return Ok(None);
     }
-    let world_points: Vec<Point> = sink
-        .points
+    transport::tidy(kind);
+    let mine = transport::collect(kind, world.rank, &world.host, &world.node_of, comms);
+    let node_hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
+    Ok(world.gather_json(&mine)?.map(|all| {
+        let groups: Vec<TierGroups> = tiers
+            .iter()
+            .map(|t| TierGroups {
+                tier: t.kind,
+                groups: t
+                    .rounds
+                    .iter()
+                    .flat_map(|r| r.groups.iter().map(|g| g.members.clone()))
+                    .collect(),
+            })
+            .collect();
+        transport::build_report(kind, &all, &world.node_of, &node_hosts, &groups)
+    }))
+}
+
+/// What run.json carries besides the points.
+struct Ends {
+    provenance: Provenance,
+    plan: Plan,
+    topology: Option<Topology>,
+    transport: Option<TransportReport>,
+}
+
+/// rank 0: the footer, the analysis, the verdict, and run.json.
+fn finish(world: &World, args: &SweepArgs, points: Vec<Point>, ends: Ends) -> Result<Outcome> {
+    let node_hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
+    let world_points: Vec<Point> = points
         .iter()
         .filter(|p| p.tier == TierKind::World)
         .cloned()
         .collect();
-    print!("{}", table_footer(&sink.points));
-    let rules = Rules::from(topo.as_ref(), args.outlier_fraction, args.min_fraction);
-    let analysis = analysis::analyze(&sink.points, topo.as_ref(), &rules, &node_hosts);
+    print!("{}", table_footer(&points));
+    let topo = ends.topology.as_ref();
+    let rules = Rules::from(topo, args.outlier_fraction, args.min_fraction);
+    let analysis = analysis::analyze(&points, topo, &rules, &node_hosts);
     print!("{}", render_analysis(&analysis));
-    if let Some(t) = &transport {
+    if let Some(t) = &ends.transport {
         print!("{}", transport::render_lines(t));
     }
-    let wrong_total: u64 = sink.points.iter().filter_map(|p| p.wrong).sum();
+    let wrong_total: u64 = points.iter().filter_map(|p| p.wrong).sum();
     let outcome = Outcome::from_ok(wrong_total == 0 && analysis.pass);
-    println!(
-        "# verdict: {}",
-        if outcome == Outcome::Pass {
-            "PASS"
-        } else {
-            "FAIL"
-        }
-    );
+    let pass = outcome == Outcome::Pass;
+    println!("# verdict: {}", if pass { "PASS" } else { "FAIL" });
     if let Some(dir) = &args.out {
         let report = SweepReport {
             schema_version: SCHEMA_VERSION,
             kind: "sweep".into(),
-            provenance,
-            plan,
+            provenance: ends.provenance,
+            plan: ends.plan,
             avg_busbw_gbps: avg_busbw(&world_points),
             wrong_total,
-            points: std::mem::take(&mut sink.points),
+            points,
             analysis,
-            topology: topo,
-            transport,
+            topology: ends.topology,
+            transport: ends.transport,
             finished_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
-            outcome: if outcome == Outcome::Pass {
-                "pass".into()
-            } else {
-                "fail".into()
-            },
+            outcome: if pass { "pass" } else { "fail" }.into(),
         };
         results::write_json_atomic(&dir.join("run.json"), &report)?;
         println!("# results: {}", dir.join("run.json").display());
