@@ -10,12 +10,39 @@
 use std::sync::Mutex;
 
 static PROGRESS: Mutex<String> = Mutex::new(String::new());
+static NOTE_FILE: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
 static RANK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
 
 /// Describe what has been done so far ("sweep: 12 points measured; results in …").
 pub fn set_progress(text: impl Into<String>) {
     if let Ok(mut p) = PROGRESS.lock() {
         *p = text.into();
+    }
+}
+
+/// Where rank 0 also writes its line when interrupted (`<--out>/interrupted.txt`):
+/// the launcher may end before it forwards the rank's stderr (mpirun SIGKILLs the
+/// ranks soon after forwarding the signal), the results folder keeps the line.
+pub fn set_note_file(path: std::path::PathBuf) {
+    if let Ok(mut p) = NOTE_FILE.lock() {
+        *p = Some(path);
+    }
+}
+
+fn write_note(line: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(path) = NOTE_FILE.lock().ok().and_then(|p| p.clone()) else {
+        return;
+    };
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    if let Ok(mut f) = file {
+        let _ = f.write_all(line.as_bytes());
     }
 }
 
@@ -71,6 +98,7 @@ pub fn install() {
                 let line = format!("burnin: interrupted by {name}: {what}\n");
                 // SAFETY: write(2) of a valid buffer to fd 2.
                 unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+                write_note(&line);
             }
             // SAFETY: _exit ends the process without unwinding; the main thread may be
             // blocked in MPI and must not run destructors (MPI_Finalize would hang).

@@ -697,6 +697,8 @@ fn open_out(world: &World, out: Option<&PathBuf>) -> Result<Option<Jsonl>> {
                 let p = dir.join("points.jsonl");
                 let _ = std::fs::remove_file(&p);
                 let _ = std::fs::remove_file(dir.join("run.json"));
+                let _ = std::fs::remove_file(dir.join("interrupted.txt"));
+                crate::interrupt::set_note_file(dir.join("interrupted.txt"));
                 Jsonl::open(&p)
             }) {
                 Ok(j) => file = Some(j),
