@@ -292,6 +292,14 @@ impl SplitMix64 {
         }
         lo + self.next_u64() % (hi - lo + 1)
     }
+    /// Uniform in 0..n (n > 0; the modulo bias is irrelevant here).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// The seed of trial `trial` of a campaign seeded with `seed`.

@@ -18,12 +18,6 @@ use std::path::Path;
 fn busbw_grid(d: &RunData) -> BTreeMap<(usize, String, CollKind, u64), f64> {
     let mut m = BTreeMap::new();
     let Some(s) = &d.sweep else { return m };
-    let order = |t: &str| {
-        ["world", "intra", "inter", "rails", "pairs"]
-            .iter()
-            .position(|x| *x == t)
-            .unwrap_or(9)
-    };
     for coll in planned(d, s).collectives {
         let of: Vec<_> = s.points.iter().filter(|p| p.collective == coll).collect();
         let Some(first) = of.first() else { continue };
@@ -33,7 +27,7 @@ fn busbw_grid(d: &RunData) -> BTreeMap<(usize, String, CollKind, u64), f64> {
             .filter(|p| p.dtype == first.dtype && p.op == first.op && p.in_place != any_out)
         {
             let e = m
-                .entry((order(p.tier.name()), p.tier.to_string(), coll, p.bytes))
+                .entry((p.tier as usize, p.tier.to_string(), coll, p.bytes))
                 .or_insert(f64::INFINITY);
             *e = e.min(p.busbw_gbps);
         }
