@@ -89,7 +89,7 @@ use std::path::{Path, PathBuf};
 /// The phases, in the order they run.
 pub const PHASES: [&str; 4] = ["probe", "sweep", "train", "chaos"];
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Card {
     /// Short name; the results folder is `<UTC time>-<name>`.
@@ -121,7 +121,7 @@ pub struct Card {
 }
 
 /// Prices. Each billed component is counted once (DESIGN.md: cost per completed unit).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CostSpec {
     /// Price of one accelerator for one hour.
@@ -141,7 +141,7 @@ fn default_currency() -> String {
     "USD".into()
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeSpec {
     #[serde(default)]
@@ -150,7 +150,7 @@ pub struct ProbeSpec {
     pub criteria: ProbeCriteria,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeCriteria {
     /// Nodes the job must span (default: the topology's node.count).
@@ -164,7 +164,7 @@ pub struct ProbeCriteria {
     pub gpu_model: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
     #[serde(default = "default_collectives")]
@@ -202,7 +202,7 @@ fn default_tiers() -> Vec<String> {
     vec!["all".into()]
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepCriteria {
     /// The collective the busbw criteria judge.
@@ -264,7 +264,7 @@ impl Default for SweepCriteria {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
     pub steps: u64,
@@ -292,7 +292,7 @@ pub struct TrainSpec {
     pub criteria: TrainCriteria,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrainCriteria {
     /// Aggregate checkpoint write speed, GB/s.
@@ -323,7 +323,7 @@ impl Default for TrainCriteria {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChaosSpec {
     /// Faults to inject: kill, hang, exit, slow, corrupt-ckpt, node-loss:nodeI,
@@ -356,7 +356,7 @@ fn one() -> u32 {
     1
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ChaosCriteria {
     /// Inject to detect, seconds, every trial.

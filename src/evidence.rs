@@ -18,9 +18,9 @@
 //!   only with `--invasive`: whoever schedules the GPUs must agree first.
 use crate::config::GlobalArgs;
 use crate::error::{Agreed, Outcome};
+pub use crate::results::evidence::*;
 use crate::world::World;
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -38,9 +38,6 @@ pub struct EvidenceArgs {
     #[arg(long)]
     pub invasive: bool,
 }
-
-/// Version of index.json's layout.
-pub const SCHEMA_VERSION: u32 = 1;
 
 /// One tool to run: the file it writes and its argument vector.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,62 +80,6 @@ pub fn tools(invasive: bool) -> Vec<Tool> {
         t("uname-a", &["uname", "-a"], 10),
         t("ompi_info-version", &["ompi_info", "--version"], 30),
     ]
-}
-
-/// What became of one tool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolStatus {
-    /// It ran to its end (whatever its exit code).
-    Ran,
-    /// No such program on PATH (or in /usr/sbin, /sbin).
-    NotInstalled,
-    /// It passed its deadline and was killed; the file holds what it wrote until then.
-    TimedOut,
-    /// It exists but could not be started (permissions, a bad interpreter).
-    FailedToStart,
-}
-
-impl ToolStatus {
-    pub fn text(self) -> &'static str {
-        match self {
-            ToolStatus::Ran => "ran",
-            ToolStatus::NotInstalled => "not installed",
-            ToolStatus::TimedOut => "timed out",
-            ToolStatus::FailedToStart => "failed to start",
-        }
-    }
-}
-
-/// One line of index.json.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    /// The command as run: "nvidia-smi topo -m".
-    pub tool: String,
-    pub status: ToolStatus,
-    /// Exit code when it ran (None: killed by a signal, or it did not run).
-    pub exit_code: Option<i32>,
-    /// Output file, relative to the host's folder (None when nothing was written).
-    pub file: Option<String>,
-    /// Wall time it took.
-    pub seconds: f64,
-    /// Full path of the program that ran.
-    pub program: Option<String>,
-    /// Why it did not run, or the signal that ended it.
-    pub note: Option<String>,
-}
-
-/// A host's index.json.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HostIndex {
-    pub schema_version: u32,
-    pub host: String,
-    /// The host's folder.
-    pub dir: PathBuf,
-    pub burnin_version: String,
-    pub started_unix: f64,
-    pub invasive: bool,
-    pub entries: Vec<Entry>,
 }
 
 /// A host name made safe as a folder name (letters, digits, '.', '_', '-').

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 /// What one node has.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct NodeFabric {
     pub cpu: CpuInfo,
     /// Network interfaces other than loopback.
@@ -21,7 +21,7 @@ pub struct NodeFabric {
     pub gpus: GpuFabric,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct CpuInfo {
     pub model: Option<String>,
     pub sockets: usize,
@@ -29,7 +29,7 @@ pub struct CpuInfo {
     pub cpus_online: usize,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Nic {
     pub name: String,
     /// ethernet | infiniband | veth | bridge | tun | virtual
@@ -42,7 +42,7 @@ pub struct Nic {
     pub numa_node: Option<i64>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct IbPort {
     pub hca: String,
     pub port: u32,
@@ -57,7 +57,7 @@ pub struct IbPort {
     pub netdevs: Vec<String>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct GpuFabric {
     /// Why NVML gave nothing, when it did not.
     pub error: Option<String>,
@@ -68,7 +68,7 @@ pub struct GpuFabric {
     pub matrix: Vec<Vec<String>>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct NvmlGpu {
     pub index: u32,
     pub name: String,
@@ -83,7 +83,7 @@ pub struct NvmlGpu {
     pub nvlink_remotes: Vec<NvlinkRemote>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct NvlinkRemote {
     pub link: u32,
     pub pci_bus_id: String,
@@ -483,7 +483,7 @@ pub fn views_by_node<'a, R>(
 }
 
 /// One way the machines differ from the topology file.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Difference {
     /// The host, or "job".
     pub subject: String,

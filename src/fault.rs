@@ -30,7 +30,7 @@ use std::fmt;
 pub const FAULT_EXIT_CODE: i32 = 3;
 
 /// The `--fault*` flags (flattened into `burnin train` and `burnin chaos`).
-#[derive(Args, Debug, Serialize, Clone, Default, PartialEq)]
+#[derive(Args, Debug, Serialize, Clone, Default, PartialEq, schemars::JsonSchema)]
 pub struct FaultArgs {
     /// Inject a failure on purpose: kill, exit, hang, slow, corrupt-ckpt,
     /// node-loss:NODE (train and chaos), link-cut:NODE (chaos on the simulated
@@ -52,8 +52,9 @@ pub struct FaultArgs {
 }
 
 /// A fault kind.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(into = "String", try_from = "String")]
+#[schemars(with = "String")]
 pub enum FaultKind {
     Kill,
     Exit,
@@ -201,7 +202,7 @@ impl TryFrom<String> for FaultKind {
 }
 
 /// A rank or step: a number, or drawn at random.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Pick {
     Fixed(u64),
     Random,
@@ -228,7 +229,7 @@ impl Pick {
 }
 
 /// The fault of a run, resolved (identical on every rank).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FaultPlan {
     pub kind: FaultKind,
     /// The rank that injects it (None for node-loss and link-cut).

@@ -15,7 +15,7 @@ use cudarc::driver::{result, sys, DriverError};
 use serde::{Deserialize, Serialize};
 
 /// One GPU as the CUDA driver reports it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct GpuInfo {
     pub index: usize,
     pub name: String,
@@ -25,7 +25,7 @@ pub struct GpuInfo {
 }
 
 /// The driver and its GPUs, or why there are none.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct GpuInventory {
     pub driver_version: Option<String>,
     pub gpus: Vec<GpuInfo>,

@@ -6,7 +6,19 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Element types. Names follow Rust; nccl-tests' names parse too.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    PartialOrd,
+    Ord,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
     F32,
@@ -78,7 +90,19 @@ impl fmt::Display for Dtype {
 }
 
 /// Reduction operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    PartialOrd,
+    Ord,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum RedOp {
     Sum,
@@ -107,7 +131,19 @@ impl RedOp {
 }
 
 /// The collectives burnin measures (nccl-tests' set).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    PartialOrd,
+    Ord,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum CollKind {
     AllReduce,
@@ -171,7 +207,18 @@ impl fmt::Display for CollKind {
 /// A topology tier: which ranks a sweep measures together.
 /// Ordered as listed (reports show tiers in this order).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    PartialOrd,
+    Ord,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
 pub enum TierKind {
@@ -219,7 +266,7 @@ impl fmt::Display for TierKind {
 }
 
 /// One node of the job: its name and the world ranks on it, in local-rank order.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, schemars::JsonSchema)]
 pub struct Node {
     /// Position of the node in the job (by lowest world rank).
     pub index: usize,

@@ -21,7 +21,7 @@
 use serde::{Deserialize, Serialize};
 
 /// The BTLs one rank chose to send to one peer.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PeerBtl {
     /// World rank of the peer.
     pub peer: usize,
@@ -34,7 +34,7 @@ pub struct PeerBtl {
 }
 
 /// What one rank's verbose output says.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MpiLog {
     pub pid: Option<u32>,
     /// The PML selected ("ob1", "ucx", "cm").

@@ -34,7 +34,9 @@ use std::collections::{BTreeSet, HashMap};
 const MAX_WARNINGS: usize = 20;
 
 /// How a connection's data moves.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Via {
     /// GPU to GPU peer access (NVLink or PCIe): `P2P/CUMEM`, `P2P/IPC/read`,
@@ -127,7 +129,7 @@ pub fn net_family(net: &str) -> &'static str {
 }
 
 /// One device of a `NET/<net> : Using [i]name...` line.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetDevice {
     /// The network's name as NCCL printed it ("IB", "Socket").
     pub net: String,
@@ -139,7 +141,7 @@ pub struct NetDevice {
 }
 
 /// A `GPU Direct RDMA Enabled/Disabled for HCA ...` line.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GdrState {
     /// The network the line is about ("IB"; "Socket" lines are not kept).
     pub net: String,
@@ -149,7 +151,7 @@ pub struct GdrState {
 }
 
 /// One distinct connection of a communicator (channels counted, not listed).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Link {
     /// Communicator ranks.
     pub from: usize,
@@ -162,7 +164,7 @@ pub struct Link {
 }
 
 /// One communicator as the log shows it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommLog {
     /// Pointer as printed ("0x55d0..."); "?" when the log never named it.
     pub comm: String,
@@ -189,7 +191,7 @@ pub struct CommLog {
 }
 
 /// Everything [`parse`] reads from one log file.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NcclLog {
     /// "2.21.5+cuda12.4".
     pub version: Option<String>,
@@ -811,7 +813,7 @@ fn comm_line(st: &mut State, pre: &Prefix, msg: &str) {
 }
 
 /// How one network carried connections.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NetUse {
     /// NCCL's name ("IB", "Socket", "IBext_v8").
     pub net: String,
@@ -825,7 +827,7 @@ pub struct NetUse {
 }
 
 /// The transports seen on one kind of path (inside nodes or between them).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Transports {
     /// P2P modes ("CUMEM", "IPC/read", "direct pointer"), sorted.
     pub p2p: Vec<String>,
@@ -1022,7 +1024,7 @@ impl NcclLog {
 
 /// What a log says, condensed: the transports between ranks of one node (`intra`)
 /// and between nodes (`inter`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NcclLogSummary {
     pub version: Option<String>,
     pub host: Option<String>,

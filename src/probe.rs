@@ -4,11 +4,11 @@
 use crate::backend::nccl;
 use crate::config::GlobalArgs;
 use crate::error::Outcome;
-use crate::fabric::{self, NodeFabric};
-use crate::gpu::{self, GpuInventory};
+use crate::fabric;
+use crate::gpu;
+pub use crate::results::probe::RankProbe;
 use crate::world::World;
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
 
 #[derive(clap::Args, Debug, serde::Serialize)]
 pub struct ProbeArgs {
@@ -19,33 +19,6 @@ pub struct ProbeArgs {
     /// counts); any difference makes the probe exit 1.
     #[arg(long, value_name = "FILE")]
     pub topology: Option<std::path::PathBuf>,
-}
-
-/// What one rank found.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct RankProbe {
-    pub rank: usize,
-    pub host: String,
-    /// Node index in the job.
-    pub node: usize,
-    pub local_rank: usize,
-    pub local_size: usize,
-    /// CPUs this process may run on.
-    pub cpus: usize,
-    pub mpi_version: String,
-    /// CUDA driver, its GPUs, or why none.
-    pub cuda: GpuInventory,
-    /// NCCL version when loadable.
-    pub nccl_version: Option<String>,
-    /// Why NCCL is not usable, when it is not.
-    pub nccl_error: Option<String>,
-    /// libtorch version, as the training binary reports it (None: no burnin-train or libtorch).
-    pub libtorch_version: Option<String>,
-    /// Whether libtorch can use CUDA from this process.
-    pub torch_cuda: Option<bool>,
-    /// The node's CPUs, NICs, InfiniBand ports, GPUs and NVLinks (local rank 0 only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fabric: Option<NodeFabric>,
 }
 
 fn cpus() -> usize {

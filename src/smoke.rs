@@ -25,12 +25,12 @@ use crate::collective::{self, Params, Pattern};
 use crate::config::GlobalArgs;
 use crate::error::Outcome;
 use crate::kinds::{CollKind, Dtype, RedOp};
+pub use crate::results::smoke::*;
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use crate::world::World;
 use anyhow::Result;
 use mpi::topology::Communicator;
-use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -68,63 +68,6 @@ pub const CHECKS: [&str; 7] = [
     "all_reduce",
     "ckpt-dir",
 ];
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    Pass,
-    Fail,
-    Skip,
-}
-
-impl Status {
-    pub fn text(self) -> &'static str {
-        match self {
-            Status::Pass => "PASS",
-            Status::Fail => "FAIL",
-            Status::Skip => "SKIP",
-        }
-    }
-}
-
-/// One check on one rank.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Check {
-    pub check: String,
-    pub status: Status,
-    /// What was seen (PASS), why not (FAIL), or why it did not apply (SKIP).
-    pub detail: String,
-    pub seconds: f64,
-}
-
-/// Every check of one rank.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RankSmoke {
-    pub rank: usize,
-    pub host: String,
-    pub local_rank: usize,
-    pub checks: Vec<Check>,
-}
-
-/// One printed line: a check over all ranks.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Line {
-    pub check: String,
-    pub status: Status,
-    /// Ranks whose check passed.
-    pub passed: usize,
-    pub ranks: usize,
-    pub detail: String,
-}
-
-/// The job's smoke result (what `--json` writes).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct SmokeReport {
-    pub mode: String,
-    pub lines: Vec<Line>,
-    pub ranks: Vec<RankSmoke>,
-    pub outcome: String,
-}
 
 fn pass(check: &str, detail: impl Into<String>, t: Instant) -> Check {
     Check {

@@ -5,7 +5,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 /// Summary of one rank's (or the combined) iteration times, in microseconds.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct TimeStats {
     pub min_us: f64,
     pub p50_us: f64,
@@ -71,7 +71,7 @@ pub fn median_ci_rel_halfwidth(times: &[f64]) -> f64 {
 }
 
 /// How ranks' times combine into the collective's time (nccl-tests' `-a`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Combine {
     Rank0,

@@ -302,7 +302,7 @@ fn forward(path: &Path) {
 }
 
 /// One NCCL communicator a rank created, in creation order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommRecord {
     pub tier: TierKind,
     pub group: usize,
@@ -311,7 +311,7 @@ pub struct CommRecord {
 }
 
 /// One communicator's transports, as the rank that created it saw them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CommTransport {
     pub tier: TierKind,
     pub group: usize,
@@ -321,7 +321,7 @@ pub struct CommTransport {
 }
 
 /// What one rank's NCCL log says.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RankNccl {
     pub version: Option<String>,
     pub network: Option<String>,
@@ -337,7 +337,7 @@ pub struct RankNccl {
 }
 
 /// What one rank's Open MPI output says.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RankMpi {
     pub pml: Option<String>,
     pub tcp_interfaces: Vec<String>,
@@ -346,7 +346,7 @@ pub struct RankMpi {
 }
 
 /// What one rank found in its own logs (gathered to rank 0).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RankTransport {
     pub rank: usize,
     pub host: String,
@@ -527,7 +527,7 @@ pub struct TierGroups {
 }
 
 /// One tier's transports, in words.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TierTransport {
     pub tier: TierKind,
     /// Between ranks of one node; None when the tier has no such pair.
@@ -545,7 +545,7 @@ pub struct TierTransport {
 }
 
 /// One host's NCCL transports, all tiers together (what the fabric criterion judges).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostTransport {
     pub host: String,
     pub ranks: Vec<usize>,
@@ -578,7 +578,7 @@ impl HostTransport {
 }
 
 /// The run's transports (run.json's `transport`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TransportReport {
     /// "nccl" or "mpi".
     pub backend: String,

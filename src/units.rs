@@ -9,13 +9,15 @@ use std::str::FromStr;
 
 /// A number of bytes. Serialised as an integer; read from an integer or a size
 /// string ("64K", "1GiB") so card and topology files can say either.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
 
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
+        #[derive(Deserialize, schemars::JsonSchema)]
         #[serde(untagged)]
         enum Raw {
             Int(u64),
@@ -103,7 +105,9 @@ impl fmt::Display for Bytes {
 }
 
 /// Gigabytes (1e9 bytes) per second, the unit of nccl-tests' algbw and busbw.
-#[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, PartialOrd, Serialize, Deserialize, Default, schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct GBps(pub f64);
 

@@ -12,6 +12,7 @@
 //! process the launcher starts on this host; `sim-cluster exec` passes `BURNIN_*` on).
 use super::events::unix_now;
 use super::proctree;
+pub use crate::results::chaos::Teardown;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -40,24 +41,6 @@ pub struct Seen {
     pub rank: Option<usize>,
     /// When it was found gone (supervisor's clock).
     pub gone: Option<f64>,
-}
-
-/// How a teardown went.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Teardown {
-    /// "launcher ended the job itself", "SIGTERM", "SIGKILL".
-    pub how: String,
-    /// The launcher's exit ("exit 137", "signal 15").
-    pub launcher_exit: String,
-    /// Processes still alive a grace period after the launcher itself had exited
-    /// (orphans it left — after a link cut, the cut node's, which it cannot reach;
-    /// the supervisor then killed them): "pid comm".
-    pub left_behind: Vec<String>,
-    /// After the teardown, no process of the job exists (checked in /proc).
-    pub tree_empty: bool,
-    /// When the teardown began and ended (supervisor's clock).
-    pub began_unix: f64,
-    pub done_unix: f64,
 }
 
 /// Describe an exit status.

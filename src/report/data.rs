@@ -20,73 +20,15 @@ use crate::kinds::Node;
 use crate::results::acceptance::{AcceptanceRecord, JobRecord};
 use crate::results::provenance::Provenance;
 use crate::results::sweep::{Point, SweepReport};
+pub use crate::results::{
+    check_schema, SchemaRange, ACCEPTANCE_SCHEMA, SWEEP_SCHEMA, TRAIN_SCHEMA,
+};
 use crate::stats::TimeStats;
 use crate::topology::file::Topology;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-
-/// Schema versions this burnin reads, oldest to newest, per kind of file.
-pub struct SchemaRange {
-    pub kind: &'static str,
-    pub oldest: u32,
-    pub newest: u32,
-}
-
-/// Sweep run.json / points.jsonl.
-pub const SWEEP_SCHEMA: SchemaRange = SchemaRange {
-    kind: "sweep",
-    oldest: 1,
-    newest: crate::results::sweep::SCHEMA_VERSION,
-};
-/// Train run.json / steps.jsonl (the version `burnin train` writes is 1).
-pub const TRAIN_SCHEMA: SchemaRange = SchemaRange {
-    kind: "train",
-    oldest: 1,
-    newest: 1,
-};
-/// acceptance.json.
-pub const ACCEPTANCE_SCHEMA: SchemaRange = SchemaRange {
-    kind: "acceptance",
-    oldest: 1,
-    newest: crate::results::acceptance::SCHEMA_VERSION,
-};
-
-/// Refuse a record this burnin cannot read, naming the file and what to do.
-pub fn check_schema(v: &Value, file: &Path, range: &SchemaRange) -> Result<u32> {
-    let kind = range.kind;
-    let Some(found) = v.get("schema_version") else {
-        bail!(
-            "{}: no schema_version field: not a burnin {kind} record (or one from before records were versioned)",
-            file.display()
-        );
-    };
-    let Some(n) = found.as_u64().and_then(|n| u32::try_from(n).ok()) else {
-        bail!(
-            "{}: schema_version {found} is not a whole number",
-            file.display()
-        );
-    };
-    if n > range.newest {
-        bail!(
-            "{}: {kind} schema_version {n} is newer than this burnin reads ({}..={}); render it with the burnin that wrote it, or a newer one",
-            file.display(),
-            range.oldest,
-            range.newest
-        );
-    }
-    if n < range.oldest {
-        bail!(
-            "{}: {kind} schema_version {n} is older than this burnin still reads ({}..={}); render it with burnin {} or earlier",
-            file.display(),
-            range.oldest,
-            range.newest,
-            env!("CARGO_PKG_VERSION")
-        );
-    }
-    Ok(n)
-}
 
 fn read_json(path: &Path) -> Result<Value> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;

@@ -3,13 +3,14 @@
 use crate::card::Card;
 use crate::results::comm::CommEfficiency;
 use crate::topology::file::Topology;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Version of the acceptance.json schema.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// How a job ended.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     /// Started, never recorded as ended (the run itself was killed).
@@ -36,7 +37,7 @@ pub enum JobStatus {
 }
 
 /// One child job of the run.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct JobRecord {
     /// probe, sweep, train or chaos.
     pub phase: String,
@@ -92,7 +93,7 @@ impl JobRecord {
 }
 
 /// acceptance.json.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct AcceptanceRecord {
     pub schema_version: u32,
     pub kind: String,
@@ -125,7 +126,7 @@ pub struct AcceptanceRecord {
 }
 
 /// A criterion's verdict.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pass,
@@ -144,7 +145,7 @@ impl Status {
 }
 
 /// One line of the verdict table.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Criterion {
     /// Stable identifier (`sweep.busbw.inter`), for comparing runs.
     pub id: String,

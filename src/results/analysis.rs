@@ -2,10 +2,11 @@
 //! busbw against the median and the topology's expectation, the node-pair matrix and
 //! the findings. Computed by `sweep::analysis::analyze`.
 use crate::kinds::{CollKind, Dtype, RedOp, TierKind};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// One group's number in a tier.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct GroupResult {
     pub group: usize,
     pub label: String,
@@ -21,7 +22,7 @@ pub struct GroupResult {
 }
 
 /// A tier's verdict for one (collective, type, op).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct TierResult {
     pub tier: TierKind,
     pub collective: CollKind,
@@ -39,7 +40,7 @@ pub struct TierResult {
 }
 
 /// busbw between every pair of nodes at the largest size (GB/s).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PairMatrix {
     pub collective: CollKind,
     pub bytes: u64,
@@ -48,7 +49,7 @@ pub struct PairMatrix {
 }
 
 /// One line of the verdict.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Finding {
     /// "fail" makes the run fail; "info" does not.
     pub severity: String,
@@ -57,7 +58,7 @@ pub struct Finding {
     pub text: String,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, JsonSchema)]
 pub struct Analysis {
     pub tiers: Vec<TierResult>,
     pub pair_matrices: Vec<PairMatrix>,

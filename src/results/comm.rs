@@ -3,10 +3,11 @@
 //!
 //! Here, not under `train`, so the report (built without libtorch too) reads the same
 //! types the training writes.
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The gradient all-reduces of one bucket size, over the steps of a run.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct BucketComm {
     /// Bucket size (the all-reduce's message), bytes.
     pub bytes: u64,
@@ -61,7 +62,7 @@ pub fn bucket_comm(bucket_bytes: &[u64], steps: &[Vec<f64>], n: usize) -> Vec<Bu
 }
 
 /// The training's all-reduce against the sweep's at the same size.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CommEfficiency {
     /// The bucket size compared (the most common full bucket), bytes.
     pub bytes: u64,

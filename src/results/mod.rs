@@ -1,17 +1,23 @@
 //! Results on disk: JSON written atomically, JSONL appended and flushed record by
 //! record, so a killed run leaves only whole lines and either a complete `run.json` or
 //! none.
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
+use serde_json::Value;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub mod acceptance;
 pub mod analysis;
+pub mod chaos;
 pub mod comm;
+pub mod evidence;
+pub mod probe;
 pub mod provenance;
+pub mod smoke;
 pub mod sweep;
+pub mod train;
 
 /// Write `value` as pretty JSON to `path`: temporary file in the same directory,
 /// fsync, rename over the target, fsync the directory.
@@ -123,6 +129,69 @@ fn utc_format(unix: f64, format: &[time::format_description::BorrowedFormatItem<
     let t = time::OffsetDateTime::from_unix_timestamp(unix.max(0.0) as i64)
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     t.format(format).unwrap_or_default()
+}
+
+/// Schema versions this burnin reads, oldest to newest, per kind of file.
+pub struct SchemaRange {
+    pub kind: &'static str,
+    pub oldest: u32,
+    pub newest: u32,
+}
+
+/// Sweep run.json / points.jsonl.
+pub const SWEEP_SCHEMA: SchemaRange = SchemaRange {
+    kind: "sweep",
+    oldest: 1,
+    newest: crate::results::sweep::SCHEMA_VERSION,
+};
+
+/// Train run.json / steps.jsonl.
+pub const TRAIN_SCHEMA: SchemaRange = SchemaRange {
+    kind: "train",
+    oldest: 1,
+    newest: crate::results::train::SCHEMA_VERSION,
+};
+
+/// acceptance.json.
+pub const ACCEPTANCE_SCHEMA: SchemaRange = SchemaRange {
+    kind: "acceptance",
+    oldest: 1,
+    newest: crate::results::acceptance::SCHEMA_VERSION,
+};
+
+/// Refuse a record this burnin cannot read, naming the file and what to do.
+pub fn check_schema(v: &Value, file: &Path, range: &SchemaRange) -> Result<u32> {
+    let kind = range.kind;
+    let Some(found) = v.get("schema_version") else {
+        bail!(
+            "{}: no schema_version field: not a burnin {kind} record (or one from before records were versioned)",
+            file.display()
+        );
+    };
+    let Some(n) = found.as_u64().and_then(|n| u32::try_from(n).ok()) else {
+        bail!(
+            "{}: schema_version {found} is not a whole number",
+            file.display()
+        );
+    };
+    if n > range.newest {
+        bail!(
+            "{}: {kind} schema_version {n} is newer than this burnin reads ({}..={}); render it with the burnin that wrote it, or a newer one",
+            file.display(),
+            range.oldest,
+            range.newest
+        );
+    }
+    if n < range.oldest {
+        bail!(
+            "{}: {kind} schema_version {n} is older than this burnin still reads ({}..={}); render it with burnin {} or earlier",
+            file.display(),
+            range.oldest,
+            range.newest,
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+    Ok(n)
 }
 
 #[cfg(test)]

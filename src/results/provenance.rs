@@ -1,6 +1,7 @@
 //! Provenance: what a second engineer needs to re-run and trust a result.
 use crate::kinds::Node;
 use crate::world::World;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Environment variable prefixes that change how the fabric behaves.
@@ -9,7 +10,7 @@ pub const ENV_PREFIXES: [&str; 8] = [
 ];
 
 /// Where and how a run happened.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Provenance {
     /// burnin's version.
     pub burnin_version: String,

@@ -7,13 +7,14 @@ use crate::results::provenance::Provenance;
 use crate::stats::{Combine, TimeStats};
 use crate::topology::file::Topology;
 use crate::transport::TransportReport;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Version of the run.json / points.jsonl schema.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// How many timed iterations to run.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub enum Sampling {
     /// Exactly `iters` after `warmup` (nccl-tests' -n/-w).
     Fixed { warmup: u32, iters: u32 },
@@ -28,7 +29,7 @@ pub enum Sampling {
 }
 
 /// A validated sweep.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Plan {
     pub collectives: Vec<CollKind>,
     pub dtypes: Vec<Dtype>,
@@ -43,7 +44,7 @@ pub struct Plan {
 }
 
 /// One measured (collective, type, op, size, placement) on one group of ranks.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Point {
     pub schema_version: u32,
     /// Topology tier ("world", later "intra", "inter", "rail", "pair").
@@ -103,7 +104,7 @@ pub struct Point {
 }
 
 /// The whole sweep's results (run.json).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct SweepReport {
     pub schema_version: u32,
     pub kind: String,

@@ -35,7 +35,7 @@ use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
     pub name: String,
@@ -57,7 +57,7 @@ pub struct Topology {
     pub acceptance: Acceptance,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
     /// GPUs per node (0 for a CPU-only simulation).
@@ -77,7 +77,7 @@ pub struct NodeSpec {
 }
 
 /// A tier's link and the busbw it should deliver.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
     /// nvlink3 | nvlink4 | nvlink5 | pcie | shm (intra); infiniband | roce | ethernet | veth (inter).
@@ -121,7 +121,7 @@ impl LinkSpec {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Acceptance {
     #[serde(default = "default_min_fraction")]

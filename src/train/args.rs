@@ -4,31 +4,12 @@
 //! run) in a build without the `train` feature. Validation is pure and unit-tested:
 //! every rank reaches the same verdict on the same (agreed) flags.
 use crate::error::usage;
+pub use crate::results::train::{DeviceChoice, DiePhase, DiePoint, ModelConfig, Preset, TrainPlan};
 use crate::units::Bytes;
 use anyhow::Result;
-use clap::{Args, ValueEnum};
-use serde::{Deserialize, Serialize};
+use clap::Args;
+use serde::Serialize;
 use std::path::PathBuf;
-
-/// Model size presets.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Preset {
-    /// ~0.15 M parameters: 4 CPU ranks on 2 cores run ~60 steps in seconds.
-    Tiny,
-    /// ~34 M parameters: a real load for one GPU per rank.
-    GpuSmall,
-}
-
-/// Where the model runs.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceChoice {
-    /// CUDA (GPU = local rank) when every rank's libtorch sees one, else CPU.
-    Auto,
-    Cpu,
-    Cuda,
-}
 
 #[derive(Args, Debug, Serialize, Clone)]
 pub struct TrainArgs {
@@ -99,106 +80,6 @@ pub struct TrainArgs {
     /// Chaos: a fault this run injects on purpose (see `burnin chaos`).
     #[command(flatten)]
     pub fault: crate::fault::FaultArgs,
-}
-
-/// The model's shape: what a checkpoint must match to be loaded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelConfig {
-    pub vocab: i64,
-    pub width: i64,
-    pub depth: i64,
-    pub heads: i64,
-    pub seq: i64,
-}
-
-impl ModelConfig {
-    /// Parameter count (embeddings, blocks, final norm and head, with biases).
-    pub fn parameters(&self) -> u64 {
-        let (v, d, l, t) = (
-            self.vocab as u64,
-            self.width as u64,
-            self.depth as u64,
-            self.seq as u64,
-        );
-        let block = 2 * 2 * d // two layer norms
-            + 3 * d * d + 3 * d // qkv
-            + d * d + d // attention projection
-            + 4 * d * d + 4 * d // mlp up
-            + 4 * d * d + d; // mlp down
-        v * d + t * d + l * block + 2 * d + d * v + v
-    }
-
-    /// "width 64, depth 2, heads 4, seq 64, vocab 256" for messages.
-    pub fn describe(&self) -> String {
-        format!(
-            "width {}, depth {}, heads {}, seq {}, vocab {}",
-            self.width, self.depth, self.heads, self.seq, self.vocab
-        )
-    }
-
-    /// The fields where `other` differs, as "width 64 (here 128)".
-    pub fn differences(&self, here: &ModelConfig) -> Vec<String> {
-        let pairs = [
-            ("width", self.width, here.width),
-            ("depth", self.depth, here.depth),
-            ("heads", self.heads, here.heads),
-            ("seq", self.seq, here.seq),
-            ("vocab", self.vocab, here.vocab),
-        ];
-        pairs
-            .iter()
-            .filter(|(_, a, b)| a != b)
-            .map(|(n, a, b)| format!("--{n} {a} (this run: {b})"))
-            .collect()
-    }
-}
-
-/// Which rank dies where (test hook).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DiePoint {
-    pub step: u64,
-    pub phase: DiePhase,
-    pub rank: usize,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DiePhase {
-    ShardTmp,
-    ShardDone,
-    BeforeManifest,
-}
-
-/// Validated training configuration, identical on every rank.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TrainPlan {
-    pub preset: Preset,
-    pub model: ModelConfig,
-    pub batch: i64,
-    pub lr: f64,
-    pub steps: u64,
-    pub seed: u64,
-    pub device: DeviceChoice,
-    pub bucket_bytes: u64,
-    pub ckpt_dir: PathBuf,
-    pub ckpt_every: u64,
-    pub keep: usize,
-    pub ckpt_bytes: Option<u64>,
-    pub resume: bool,
-    pub out: Option<PathBuf>,
-    pub log_every: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub die: Option<DiePoint>,
-    /// The fault this run injects (chaos).
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub fault: Option<crate::fault::FaultPlan>,
-}
-
-impl TrainPlan {
-    /// Whether a checkpoint is written after `step`.
-    pub fn checkpoint_due(&self, step: u64) -> bool {
-        self.ckpt_every > 0 && (step % self.ckpt_every == 0 || step == self.steps)
-    }
 }
 
 struct PresetValues {

@@ -1,0 +1,400 @@
+//! Records of a training run: the plan it ran (`TrainPlan`, inside run.json), each
+//! step (steps.jsonl lines, and what each rank sends rank 0 every step), and the
+//! run's run.json (`TrainReport`) with its checkpoint writes and restores. Written by
+//! `burnin train` and `burnin-train`; read back by `report`.
+use crate::results::provenance::Provenance;
+use crate::stats::TimeStats;
+use clap::ValueEnum;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Model size presets.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// ~0.15 M parameters: 4 CPU ranks on 2 cores run ~60 steps in seconds.
+    Tiny,
+    /// ~34 M parameters: a real load for one GPU per rank.
+    GpuSmall,
+}
+
+/// Where the model runs.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceChoice {
+    /// CUDA (GPU = local rank) when every rank's libtorch sees one, else CPU.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+/// The model's shape: what a checkpoint must match to be loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ModelConfig {
+    pub vocab: i64,
+    pub width: i64,
+    pub depth: i64,
+    pub heads: i64,
+    pub seq: i64,
+}
+
+impl ModelConfig {
+    /// Parameter count (embeddings, blocks, final norm and head, with biases).
+    pub fn parameters(&self) -> u64 {
+        let (v, d, l, t) = (
+            self.vocab as u64,
+            self.width as u64,
+            self.depth as u64,
+            self.seq as u64,
+        );
+        let block = 2 * 2 * d // two layer norms
+            + 3 * d * d + 3 * d // qkv
+            + d * d + d // attention projection
+            + 4 * d * d + 4 * d // mlp up
+            + 4 * d * d + d; // mlp down
+        v * d + t * d + l * block + 2 * d + d * v + v
+    }
+
+    /// "width 64, depth 2, heads 4, seq 64, vocab 256" for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "width {}, depth {}, heads {}, seq {}, vocab {}",
+            self.width, self.depth, self.heads, self.seq, self.vocab
+        )
+    }
+
+    /// The fields where `other` differs, as "width 64 (here 128)".
+    pub fn differences(&self, here: &ModelConfig) -> Vec<String> {
+        let pairs = [
+            ("width", self.width, here.width),
+            ("depth", self.depth, here.depth),
+            ("heads", self.heads, here.heads),
+            ("seq", self.seq, here.seq),
+            ("vocab", self.vocab, here.vocab),
+        ];
+        pairs
+            .iter()
+            .filter(|(_, a, b)| a != b)
+            .map(|(n, a, b)| format!("--{n} {a} (this run: {b})"))
+            .collect()
+    }
+}
+
+/// Which rank dies where (test hook).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct DiePoint {
+    pub step: u64,
+    pub phase: DiePhase,
+    pub rank: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiePhase {
+    ShardTmp,
+    ShardDone,
+    BeforeManifest,
+}
+
+/// Validated training configuration, identical on every rank.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TrainPlan {
+    pub preset: Preset,
+    pub model: ModelConfig,
+    pub batch: i64,
+    pub lr: f64,
+    pub steps: u64,
+    pub seed: u64,
+    pub device: DeviceChoice,
+    pub bucket_bytes: u64,
+    pub ckpt_dir: PathBuf,
+    pub ckpt_every: u64,
+    pub keep: usize,
+    pub ckpt_bytes: Option<u64>,
+    pub resume: bool,
+    pub out: Option<PathBuf>,
+    pub log_every: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub die: Option<DiePoint>,
+    /// The fault this run injects (chaos).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub fault: Option<crate::fault::FaultPlan>,
+}
+
+impl TrainPlan {
+    /// Whether a checkpoint is written after `step`.
+    pub fn checkpoint_due(&self, step: u64) -> bool {
+        self.ckpt_every > 0 && (step % self.ckpt_every == 0 || step == self.steps)
+    }
+}
+
+/// Version of the train run.json / steps.jsonl schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What one rank measured in one step (gathered to rank 0 every step).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct RankStep {
+    pub loss: f64,
+    pub step_s: f64,
+    pub compute_s: f64,
+    pub comm_s: f64,
+    pub allreduce_s: f64,
+    pub optimizer_s: f64,
+    /// Each gradient bucket's all-reduce call, in exchange order, s.
+    #[serde(default)]
+    pub bucket_s: Vec<f64>,
+}
+
+/// One line of steps.jsonl.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct StepRecord {
+    pub schema_version: u32,
+    pub step: u64,
+    /// Mean of the ranks' losses (each on its own batch), summed in rank order.
+    pub loss: f64,
+    /// Slowest rank's step time (forward, backward, gradient exchange, update).
+    pub step_s: f64,
+    /// Slowest rank's forward + backward.
+    pub compute_s: f64,
+    /// Slowest rank's gradient exchange (pack, all-reduce, unpack).
+    pub comm_s: f64,
+    /// Slowest rank's time inside the all-reduce calls.
+    pub allreduce_s: f64,
+    /// Slowest rank's optimizer update.
+    pub optimizer_s: f64,
+    /// Per gradient bucket (exchange order), the slowest rank's time inside its
+    /// all-reduce call, s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bucket_allreduce_s: Vec<f64>,
+    /// Tokens of all ranks in this step / step_s.
+    pub tokens_per_s: f64,
+    /// The checkpoint written after this step, if any.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub checkpoint: Option<CkptWrite>,
+    pub unix: f64,
+}
+
+impl StepRecord {
+    /// Combine every rank's numbers: the mean loss, the slowest rank's times.
+    pub fn from_ranks(step: u64, ranks: &[RankStep], tokens_per_step: u64) -> StepRecord {
+        let max = |f: fn(&RankStep) -> f64| ranks.iter().map(f).fold(0.0, f64::max);
+        let loss = if ranks.is_empty() {
+            f64::NAN
+        } else {
+            ranks.iter().map(|r| r.loss).sum::<f64>() / ranks.len() as f64
+        };
+        let step_s = max(|r| r.step_s);
+        let buckets = ranks.iter().map(|r| r.bucket_s.len()).max().unwrap_or(0);
+        let bucket_allreduce_s = (0..buckets)
+            .map(|b| {
+                ranks
+                    .iter()
+                    .filter_map(|r| r.bucket_s.get(b).copied())
+                    .fold(0.0, f64::max)
+            })
+            .collect();
+        StepRecord {
+            schema_version: SCHEMA_VERSION,
+            step,
+            loss,
+            step_s,
+            compute_s: max(|r| r.compute_s),
+            comm_s: max(|r| r.comm_s),
+            allreduce_s: max(|r| r.allreduce_s),
+            optimizer_s: max(|r| r.optimizer_s),
+            bucket_allreduce_s,
+            tokens_per_s: if step_s > 0.0 {
+                tokens_per_step as f64 / step_s
+            } else {
+                0.0
+            },
+            checkpoint: None,
+            unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
+        }
+    }
+}
+
+/// Aggregate read or write speed of all ranks at once.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, JsonSchema)]
+pub struct IoRate {
+    /// Bytes over all ranks.
+    pub bytes: u64,
+    /// Slowest rank's time.
+    pub seconds: f64,
+    /// bytes / seconds, GB/s (1e9).
+    pub gbps: f64,
+}
+
+impl IoRate {
+    pub fn from_ranks(per_rank: &[(u64, f64)]) -> IoRate {
+        let bytes = per_rank.iter().map(|p| p.0).sum();
+        let seconds = per_rank.iter().map(|p| p.1).fold(0.0, f64::max);
+        IoRate {
+            bytes,
+            seconds,
+            gbps: crate::units::GBps::from_bytes_secs(bytes, seconds).0,
+        }
+    }
+}
+
+/// The checkpoint directory's speed: checkpoints against a plain file of the shard
+/// size, written and read the same way.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct StorageReport {
+    pub dir: PathBuf,
+    /// Bytes of one rank's shard.
+    pub shard_bytes: u64,
+    /// Median aggregate write speed over this run's checkpoints.
+    pub ckpt_write_gbps: Option<f64>,
+    /// Reading back the last checkpoint (pages dropped after the write).
+    pub ckpt_read: Option<IoRate>,
+    /// A plain sequential file per rank: write + fsync.
+    pub raw_write: Option<IoRate>,
+    /// The same file read back after dropping its pages.
+    pub raw_read: Option<IoRate>,
+    /// ckpt_write_gbps / raw write GB/s.
+    pub write_ratio: Option<f64>,
+    /// ckpt read GB/s / raw read GB/s.
+    pub read_ratio: Option<f64>,
+    /// How reads avoid the page cache.
+    pub cache_note: String,
+}
+
+/// How determinism was asked for.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Determinism {
+    /// libtorch intra-op threads per rank (1: CPU kernels run in a fixed order).
+    pub torch_threads: i32,
+    /// CUDA runs: PyTorch's deterministic-algorithms mode was requested.
+    pub cuda_deterministic_requested: bool,
+    /// ...and libtorch reports it on.
+    pub cuda_deterministic_enabled: Option<bool>,
+    /// CUBLAS_WORKSPACE_CONFIG in effect (cuBLAS needs it for deterministic results).
+    pub cublas_workspace_config: Option<String>,
+}
+
+/// run.json of `burnin train`.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct TrainReport {
+    pub schema_version: u32,
+    pub kind: String,
+    pub provenance: Provenance,
+    pub plan: TrainPlan,
+    /// "cpu" or "cuda".
+    pub device: String,
+    pub determinism: Determinism,
+    pub parameters: u64,
+    pub buckets: usize,
+    /// Each gradient bucket's size in bytes, in exchange order.
+    #[serde(default)]
+    pub bucket_bytes: Vec<u64>,
+    /// Where the buckets were reduced: in the gradients' own memory ("direct"), or
+    /// through host memory ("host-staged", "uploaded"); absent in older runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grad_path: Option<GradPath>,
+    /// The gradient all-reduce per bucket size: median call time (slowest rank) and
+    /// nccl-tests' busbw, over the steps of this run.
+    #[serde(default)]
+    pub allreduce: Vec<crate::results::comm::BucketComm>,
+    /// Tokens of all ranks per step.
+    pub tokens_per_step: u64,
+    /// The checkpoint this run continued from.
+    pub resumed: Option<RestoreRecord>,
+    /// First step this run executed (resumed step + 1, or 1).
+    pub first_step: u64,
+    /// Last step executed (= plan.steps when it ran to the end).
+    pub last_step: u64,
+    pub steps_run: u64,
+    /// Over the steps of this run, slowest rank per step.
+    pub step_time: TimeStats,
+    /// tokens_per_step / median step time.
+    pub tokens_per_s: f64,
+    /// Shares of the step time, summed over ranks and steps. The all-reduce share
+    /// includes waiting for the slowest rank to arrive.
+    pub compute_fraction: f64,
+    pub comm_fraction: f64,
+    pub allreduce_fraction: f64,
+    pub optimizer_fraction: f64,
+    /// Loss of each executed step, from first_step on.
+    pub losses: Vec<f64>,
+    pub checkpoints: Vec<CkptWrite>,
+    pub storage: Option<StorageReport>,
+    /// sha256 of the final weights (compare runs with it).
+    pub final_weights_sha256: String,
+    /// Whether every rank ended with the same weights.
+    pub replicas_agree: bool,
+    /// Problems that make the outcome "fail".
+    pub problems: Vec<String>,
+    pub outcome: String,
+    pub finished_unix: f64,
+}
+
+/// A checkpoint write as the records show it (complete on rank 0).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CkptWrite {
+    pub step: u64,
+    pub dir: PathBuf,
+    /// Bytes over all shards.
+    pub bytes: u64,
+    /// Slowest rank's shard write (write + fsync + rename + dir fsync).
+    pub write_s: f64,
+    /// All shards' bytes / slowest rank's write time.
+    pub write_gbps: f64,
+    /// Slowest rank's write of its shard into the page cache (header, then each
+    /// tensor's memory as it is): CPU and memory, not storage.
+    pub serialize_s: f64,
+    /// Slowest rank's fsync of its shard: what the storage costs.
+    pub fsync_s: f64,
+    /// Slowest rank's read-back for the checksum (page cache).
+    pub hash_s: f64,
+    /// Training stopped this long for the checkpoint (rank 0: start to manifest and
+    /// pruning done).
+    pub stall_s: f64,
+    /// Older checkpoints deleted (--keep).
+    pub pruned: Vec<u64>,
+}
+
+/// What a resume did.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct RestoreRecord {
+    pub step: u64,
+    pub dir: PathBuf,
+    /// Bytes over all shards.
+    pub bytes: u64,
+    /// From the start of the scan to the state loaded, slowest rank.
+    pub restore_s: f64,
+    /// Reading the shard files, slowest rank.
+    pub read_s: f64,
+    /// All shards' bytes / slowest rank's read time.
+    pub read_gbps: f64,
+    /// Checksumming the shards, slowest rank.
+    pub verify_s: f64,
+    /// Checkpoints skipped, with why.
+    pub skipped: Vec<String>,
+    /// The data stream's seed, from the checkpoint.
+    pub seed: u64,
+}
+
+/// Where the gradient buckets are reduced, relative to where the gradients live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradPath {
+    /// In the gradients' own memory kind (GPU memory with NCCL, host memory with
+    /// MPI): no copy through another memory.
+    Direct,
+    /// CUDA gradients through host memory (the MPI backend on a GPU model).
+    HostStaged,
+    /// CPU gradients uploaded to a GPU for NCCL and downloaded back.
+    Uploaded,
+}
+
+impl GradPath {
+    pub fn describe(self) -> &'static str {
+        match self {
+            GradPath::Direct => "buckets reduced in place where the gradients live",
+            GradPath::HostStaged => "CUDA gradients staged through host memory (MPI backend)",
+            GradPath::Uploaded => "CPU gradients uploaded to the GPU for NCCL",
+        }
+    }
+}
