@@ -2,47 +2,23 @@
 //! nodes, timed (`cargo bench --bench pair_schedule`). No peer tool schedules node
 //! pairs, so this reports absolute times; it checks what it times (every pair once, no
 //! node twice in a round, the slow node named) so a fast wrong answer cannot pass.
-use burnin::kinds::{CollKind, Dtype, RedOp};
+use burnin::kinds::TierKind;
 use burnin::results::sweep::Point;
-use burnin::stats::{Combine, TimeStats};
-use burnin::sweep::analysis::{analyze, Rules};
+use burnin::sweep::analysis::{analyze, judged_point, Rules};
 use burnin::topology::pair_rounds;
 use std::time::Instant;
 
 fn point(g: usize, a: usize, b: usize, busbw: f64) -> Point {
     let (ha, hb) = (format!("node{a}"), format!("node{b}"));
-    Point {
-        schema_version: 1,
-        tier: burnin::kinds::TierKind::Pairs,
-        group: g,
-        label: format!("{ha}+{hb}"),
-        members: vec![2 * a, 2 * b],
-        hosts: vec![ha, hb],
-        collective: CollKind::AllReduce,
-        dtype: Dtype::F32,
-        op: Some(RedOp::Sum),
-        root: None,
-        in_place: false,
-        bytes: 1 << 26,
-        count: 1 << 24,
-        iterations: 10,
-        warmup: 1,
-        adaptive: false,
-        ci_half_width: 0.0,
-        time: TimeStats::default(),
-        combine: Combine::Max,
-        rank_p50_us: vec![],
-        slowest_rank: 0,
-        rank_spread: 0.0,
-        algbw_gbps: busbw,
-        busbw_gbps: busbw,
-        algbw_mean_gbps: busbw,
-        busbw_mean_gbps: busbw,
-        wrong: Some(0),
-        wrong_ranks: vec![],
-        wall_s: 0.0,
-        in_calls_s: 0.0,
-    }
+    judged_point(
+        TierKind::Pairs,
+        g,
+        format!("{ha}+{hb}"),
+        vec![2 * a, 2 * b],
+        vec![ha, hb],
+        1 << 26,
+        busbw,
+    )
 }
 
 fn main() {

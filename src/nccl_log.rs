@@ -542,139 +542,242 @@ pub fn parse(text: &str) -> NcclLog {
     st.log
 }
 
+/// A parser of one family of INFO messages: given the message and its lowercase form,
+/// it records what the line says and answers whether the line was of its family.
+type InfoParser = fn(&mut State, &Prefix, &str, &str) -> bool;
+
+/// The families of INFO messages, tried in this order; the first that claims a line
+/// has it.
+const INFO_FAMILIES: [InfoParser; 14] = [
+    version_info,
+    network_info,
+    bootstrap_info,
+    plugin_info,
+    gdr_info,
+    net_info,
+    nvls_support_info,
+    connection_info,
+    init_info,
+    pattern_info,
+    channel_count_info,
+    nvls_comm_info,
+    collnet_info,
+    algo_info,
+];
+
 fn info_line(st: &mut State, pre: &Prefix, msg: &str) {
-    if let Some(v) = msg.strip_prefix("NCCL version ") {
-        if st.log.version.is_none() {
-            st.log.version = v.split_whitespace().next().map(String::from);
-        }
-        return;
-    }
-    if let Some(net) = msg.strip_prefix("Using network ") {
-        st.log.network = Some(net.trim().to_string());
-        return;
-    }
-    if msg.starts_with("Bootstrap") {
-        if let Some(u) = msg.find("Using ") {
-            st.log.bootstrap = Some(msg[u + 6..].trim().to_string());
-        }
-        return;
-    }
-    if msg.starts_with("NET/Plugin") || msg.starts_with("Plugin Path") {
-        if st.log.plugin.len() < 8 {
-            st.log.plugin.push(msg.to_string());
-        }
-        return;
-    }
-    if msg.contains("GPU Direct RDMA") && (msg.contains("Enabled") || msg.contains("Disabled")) {
-        gdr_line(st, msg);
-        return;
-    }
-    if let Some(rest) = msg.strip_prefix("NET/") {
-        let net: String = rest
-            .chars()
-            .take_while(|c| *c != ' ' && *c != ':')
-            .collect();
-        if rest.contains("No device found") && net_family(&net) == "IB" {
-            st.log.no_ib_device = true;
+    let lower = msg.to_ascii_lowercase();
+    for family in INFO_FAMILIES {
+        if family(st, pre, msg, &lower) {
             return;
         }
-        if let Some(u) = rest.find("Using ") {
-            let devs = parse_devices(&net, &rest[u + 6..]);
-            for d in devs {
-                if !st.log.net_devices.contains(&d) {
-                    st.log.net_devices.push(d);
+    }
+}
+
+/// "NCCL version 2.21.5+cuda12.4".
+fn version_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
+    let Some(v) = msg.strip_prefix("NCCL version ") else {
+        return false;
+    };
+    if st.log.version.is_none() {
+        st.log.version = v.split_whitespace().next().map(String::from);
+    }
+    true
+}
+
+/// "Using network IB".
+fn network_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
+    let Some(net) = msg.strip_prefix("Using network ") else {
+        return false;
+    };
+    st.log.network = Some(net.trim().to_string());
+    true
+}
+
+/// "Bootstrap : Using eth0:10.0.0.1<0>".
+fn bootstrap_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
+    if !msg.starts_with("Bootstrap") {
+        return false;
+    }
+    if let Some(u) = msg.find("Using ") {
+        st.log.bootstrap = Some(msg[u + 6..].trim().to_string());
+    }
+    true
+}
+
+/// "NET/Plugin: …" and "Plugin Path : …" (the first eight kept).
+fn plugin_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
+    if !(msg.starts_with("NET/Plugin") || msg.starts_with("Plugin Path")) {
+        return false;
+    }
+    if st.log.plugin.len() < 8 {
+        st.log.plugin.push(msg.to_string());
+    }
+    true
+}
+
+/// "GPU Direct RDMA Enabled for HCA …" (or Disabled).
+fn gdr_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
+    if !(msg.contains("GPU Direct RDMA") && (msg.contains("Enabled") || msg.contains("Disabled"))) {
+        return false;
+    }
+    gdr_line(st, msg);
+    true
+}
+
+/// "NET/IB : Using [0]mlx5_0:1/IB …" (the devices) and "NET/IB : No device found.".
+fn net_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
+    let Some(rest) = msg.strip_prefix("NET/") else {
+        return false;
+    };
+    let net: String = rest
+        .chars()
+        .take_while(|c| *c != ' ' && *c != ':')
+        .collect();
+    if rest.contains("No device found") && net_family(&net) == "IB" {
+        st.log.no_ib_device = true;
+        return true;
+    }
+    if let Some(u) = rest.find("Using ") {
+        let devs = parse_devices(&net, &rest[u + 6..]);
+        for d in devs {
+            if !st.log.net_devices.contains(&d) {
+                st.log.net_devices.push(d);
+            }
+        }
+    }
+    true
+}
+
+/// "NVLS multicast support is (not) available on dev 0".
+fn nvls_support_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
+    if !msg.starts_with("NVLS multicast support is") {
+        return false;
+    }
+    st.log.nvls_available = Some(!msg.contains("not available"));
+    true
+}
+
+/// "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC" and "Ring …" connection lines.
+fn connection_info(st: &mut State, pre: &Prefix, msg: &str, _: &str) -> bool {
+    if !((msg.starts_with("Channel ") || msg.starts_with("Ring ")) && msg.contains(" via ")) {
+        return false;
+    }
+    if let Some(l) = parse_channel(msg) {
+        if st.has_start {
+            let ci = st.comm_for(pre.tid);
+            st.add_link(ci, l);
+        } else {
+            st.pending.push(l);
+        }
+    }
+    true
+}
+
+/// "… comm 0x… rank 0 nranks 2 … - Init START" and "… - Init COMPLETE".
+fn init_info(st: &mut State, pre: &Prefix, msg: &str, _: &str) -> bool {
+    if !(msg.contains("- Init START") || msg.contains("- Init COMPLETE")) {
+        return false;
+    }
+    comm_line(st, pre, msg);
+    true
+}
+
+/// "Pattern 4, crossNic 0, nChannels 2, …, type NVL/PIX, …": the graph's path type.
+fn pattern_info(st: &mut State, pre: &Prefix, msg: &str, _: &str) -> bool {
+    if !msg.starts_with("Pattern ") {
+        return false;
+    }
+    if let Some(t) = field(msg, "type") {
+        let t = t.trim_end_matches(',').to_string();
+        if st.has_start {
+            let ci = st.comm_for(pre.tid);
+            if let Some(c) = st.log.comms.get_mut(ci) {
+                if !c.graph_types.contains(&t) {
+                    c.graph_types.push(t);
                 }
             }
+        } else if !st.pending_graph.contains(&t) {
+            st.pending_graph.push(t);
         }
-        return;
     }
-    if msg.starts_with("NVLS multicast support is") {
-        st.log.nvls_available = Some(!msg.contains("not available"));
-        return;
+    true
+}
+
+/// "16 coll channels, 16 collnet channels, 0 nvls channels, …".
+fn channel_count_info(st: &mut State, pre: &Prefix, msg: &str, lower: &str) -> bool {
+    if !(lower.contains(" channels") && lower.contains("coll channels")) {
+        return false;
     }
-    if (msg.starts_with("Channel ") || msg.starts_with("Ring ")) && msg.contains(" via ") {
-        if let Some(l) = parse_channel(msg) {
-            if st.has_start {
-                let ci = st.comm_for(pre.tid);
-                st.add_link(ci, l);
-            } else {
-                st.pending.push(l);
-            }
-        }
-        return;
-    }
-    if msg.contains("- Init START") || msg.contains("- Init COMPLETE") {
-        comm_line(st, pre, msg);
-        return;
-    }
-    if msg.starts_with("Pattern ") {
-        if let Some(t) = field(msg, "type") {
-            let t = t.trim_end_matches(',').to_string();
-            if st.has_start {
-                let ci = st.comm_for(pre.tid);
-                if let Some(c) = st.log.comms.get_mut(ci) {
-                    if !c.graph_types.contains(&t) {
-                        c.graph_types.push(t);
-                    }
+    let counts = channel_counts(msg);
+    let ci = comm_for_fact(st, pre);
+    if let Some(c) = st.log.comms.get_mut(ci) {
+        for (kind, n) in counts {
+            match kind.as_str() {
+                "coll" => c.coll_channels = Some(n),
+                "nvls" => {
+                    c.nvls_channels = Some(n);
+                    c.nvls |= n > 0;
                 }
-            } else if !st.pending_graph.contains(&t) {
-                st.pending_graph.push(t);
+                // Not evidence of CollNet: 2.21-2.28 print the ring count here.
+                "collnet" => c.collnet_channels = Some(n),
+                _ => {}
             }
         }
-        return;
     }
-    let lower = msg.to_ascii_lowercase();
-    if lower.contains(" channels") && lower.contains("coll channels") {
-        let counts = channel_counts(msg);
-        let ci = comm_for_fact(st, pre);
-        if let Some(c) = st.log.comms.get_mut(ci) {
-            for (kind, n) in counts {
-                match kind.as_str() {
-                    "coll" => c.coll_channels = Some(n),
-                    "nvls" => {
-                        c.nvls_channels = Some(n);
-                        c.nvls |= n > 0;
-                    }
-                    // Not evidence of CollNet: 2.21-2.28 print the ring count here.
-                    "collnet" => c.collnet_channels = Some(n),
-                    _ => {}
-                }
-            }
-        }
-        return;
+    true
+}
+
+/// "NVLS comm 0x…" and "Connected NVLS …": the communicator uses NVLS.
+fn nvls_comm_info(st: &mut State, pre: &Prefix, msg: &str, lower: &str) -> bool {
+    if !(msg.starts_with("NVLS comm ") || lower.starts_with("connected nvls")) {
+        return false;
     }
-    if msg.starts_with("NVLS comm ") || lower.starts_with("connected nvls") {
-        let ci = comm_for_fact(st, pre);
-        if let Some(c) = st.log.comms.get_mut(ci) {
-            c.nvls = true;
-        }
-        return;
-    }
-    if lower.starts_with("connected collnet")
+    mark_comm(st, pre, |c| c.nvls = true);
+    true
+}
+
+/// "Connected CollNet …", "CollNet chains …", "CollNet … via COLLNET": the
+/// communicator uses CollNet.
+fn collnet_info(st: &mut State, pre: &Prefix, msg: &str, lower: &str) -> bool {
+    if !(lower.starts_with("connected collnet")
         || lower.starts_with("collnet chains")
         || lower.contains(" connected collnet")
-        || (msg.starts_with("CollNet ") && msg.contains("via COLLNET"))
+        || (msg.starts_with("CollNet ") && msg.contains("via COLLNET")))
     {
+        return false;
+    }
+    mark_comm(st, pre, |c| c.collnet = true);
+    true
+}
+
+/// Set a fact on the communicator a line is about (see [`comm_for_fact`]).
+fn mark_comm(st: &mut State, pre: &Prefix, set: impl FnOnce(&mut CommLog)) {
+    let ci = comm_for_fact(st, pre);
+    if let Some(c) = st.log.comms.get_mut(ci) {
+        set(c);
+    }
+}
+
+/// "… Bytes -> Algo 1 proto 2 time …" (NCCL_DEBUG_SUBSYS=TUNING): the algorithm and
+/// protocol a call used.
+fn algo_info(st: &mut State, pre: &Prefix, msg: &str, _: &str) -> bool {
+    let Some(a) = msg.find("Bytes -> Algo ") else {
+        return false;
+    };
+    let rest = &msg[a + 14..];
+    let algo = rest.split_whitespace().next().unwrap_or("");
+    let proto = field(rest, "proto").unwrap_or("");
+    if !algo.is_empty() && !proto.is_empty() {
+        let name = format!("{}/{}", algo_name(algo), proto_name(proto));
         let ci = comm_for_fact(st, pre);
         if let Some(c) = st.log.comms.get_mut(ci) {
-            c.collnet = true;
-        }
-        return;
-    }
-    if let Some(a) = msg.find("Bytes -> Algo ") {
-        let rest = &msg[a + 14..];
-        let algo = rest.split_whitespace().next().unwrap_or("");
-        let proto = field(rest, "proto").unwrap_or("");
-        if !algo.is_empty() && !proto.is_empty() {
-            let name = format!("{}/{}", algo_name(algo), proto_name(proto));
-            let ci = comm_for_fact(st, pre);
-            if let Some(c) = st.log.comms.get_mut(ci) {
-                if !c.algorithms.contains(&name) {
-                    c.algorithms.push(name);
-                }
+            if !c.algorithms.contains(&name) {
+                c.algorithms.push(name);
             }
         }
     }
+    true
 }
 
 /// The communicator a per-communicator fact (channel counts, NVLS) belongs to: in

@@ -5,7 +5,7 @@
 use crate::kinds::{CollKind, Dtype, RedOp, TierKind};
 use crate::results::analysis::{Analysis, Finding, GroupResult, PairMatrix, TierResult};
 use crate::results::sweep::Point;
-use crate::stats::median;
+use crate::stats::{median, Combine, TimeStats};
 use crate::topology::file::Topology;
 use crate::units::Bytes;
 use std::collections::BTreeMap;
@@ -86,120 +86,34 @@ pub fn analyze(
     rules: &Rules,
     node_hosts: &[String],
 ) -> Analysis {
-    let mut keys: BTreeMap<Key, Vec<&Point>> = BTreeMap::new();
-    for p in points {
-        keys.entry((p.tier, p.collective, p.dtype, p.op, p.in_place))
-            .or_default()
-            .push(p);
-    }
-    let mut ordered: Vec<(Key, Vec<&Point>)> = keys.into_iter().collect();
-    ordered.sort_by_key(|(k, _)| (k.0, k.1, k.2, k.4));
-    // Judge out-of-place when it was measured; in-place only otherwise.
-    let has_out: Vec<(TierKind, CollKind, Dtype, Option<RedOp>)> = ordered
-        .iter()
-        .filter(|(k, _)| !k.4)
-        .map(|(k, _)| (k.0, k.1, k.2, k.3))
-        .collect();
     let mut a = Analysis {
         pass: true,
         ..Default::default()
     };
-    for ((tier, coll, dtype, op, in_place), pts) in ordered {
-        if in_place && has_out.contains(&(tier, coll, dtype, op)) {
-            continue;
-        }
-        let best = group_best(&pts, rules.large_message);
+    for ((tier, coll, dtype, op, in_place), pts) in judged_keys(points) {
         let outlier_fraction = rules.outlier_for(tier);
-        let med = median(&best.iter().map(|b| b.1).collect::<Vec<_>>());
-        let first_of: BTreeMap<usize, &Point> = pts.iter().rev().map(|p| (p.group, *p)).collect();
-        let mut groups: Vec<GroupResult> = best
-            .iter()
-            .filter_map(|&(g, bw, bytes)| {
-                let p = first_of.get(&g)?;
-                let vs = if med > 0.0 { bw / med } else { 1.0 };
-                Some(GroupResult {
-                    group: g,
-                    label: p.label.clone(),
-                    members: p.members.clone(),
-                    hosts: p.hosts.clone(),
-                    busbw_gbps: bw,
-                    bytes,
-                    vs_median: vs,
-                    outlier: best.len() >= 3 && vs < outlier_fraction,
-                })
-            })
-            .collect();
-        // Two groups: the slower is an outlier only when clearly below the faster.
-        if groups.len() == 2 {
-            let (lo, hi) = if groups[0].busbw_gbps <= groups[1].busbw_gbps {
-                (0, 1)
-            } else {
-                (1, 0)
-            };
-            if groups[hi].busbw_gbps > 0.0
-                && groups[lo].busbw_gbps / groups[hi].busbw_gbps < outlier_fraction
-            {
-                groups[lo].outlier = true;
-            }
-        }
+        let (groups, med) = group_results(&pts, rules.large_message, outlier_fraction);
         let expected = topology.and_then(|t| {
             let g = pts.first()?;
             let nodes = g.hosts.len().max(1);
             t.expectation(tier.name(), coll, g.members.len(), nodes)
         });
-        let worst = groups
-            .iter()
-            .map(|g| g.busbw_gbps)
-            .fold(f64::INFINITY, f64::min);
-        let worst_vs = expected.map(|e| worst / e);
+        let worst_vs = expected.map(|e| worst_busbw(&groups) / e);
         let meets = worst_vs.map(|w| w >= rules.min_fraction);
-        if meets == Some(false) {
-            let worst_g = groups
-                .iter()
-                .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
-            let at = worst_g
-                .map(|g| format!(" ({} at {})", g.label, Bytes(g.bytes)))
-                .unwrap_or_default();
-            a.findings.push(Finding {
-                severity: "fail".into(),
-                subject: format!("tier {tier}"),
-                text: format!(
-                    "tier {tier} {coll}: {worst:.3} GB/s{at} is {:.2}× the expected {:.3} GB/s (needs ≥ {:.2}×)",
-                    worst_vs.unwrap_or(0.0),
-                    expected.unwrap_or(0.0),
-                    rules.min_fraction
-                ),
-            });
+        if let (Some(false), Some(e)) = (meets, expected) {
+            a.findings.push(below_expectation(
+                tier,
+                coll,
+                &groups,
+                e,
+                rules.min_fraction,
+            ));
             a.pass = false;
         }
         if tier == TierKind::Pairs {
             pair_findings(&mut a, &groups, coll, outlier_fraction, node_hosts);
         } else {
-            for g in groups.iter().filter(|g| g.outlier) {
-                let what = match tier {
-                    TierKind::Intra => format!(
-                        "suspect {}'s intra-node links (NVLink/PCIe or memory)",
-                        g.label
-                    ),
-                    TierKind::Rails => format!(
-                        "suspect the NIC or switch port of {} on one of its nodes",
-                        g.label
-                    ),
-                    _ => "suspect this group's slowest member".into(),
-                };
-                a.findings.push(Finding {
-                    severity: "fail".into(),
-                    subject: g.label.clone(),
-                    text: format!(
-                        "{} ({tier} {coll}): {:.3} GB/s is {:.2}× the median {tier} group — {what}",
-                        g.label, g.busbw_gbps, g.vs_median
-                    ),
-                });
-                if tier == TierKind::Intra {
-                    a.outlier_nodes.push(g.label.clone());
-                }
-                a.pass = false;
-            }
+            outlier_findings(&mut a, tier, coll, &groups);
         }
         a.tiers.push(TierResult {
             tier,
@@ -218,6 +132,131 @@ pub fn analyze(
     a.outlier_nodes.sort();
     a.outlier_nodes.dedup();
     a
+}
+
+/// The points of each key to judge, in tier, collective, type, placement order:
+/// out-of-place when it was measured, in-place only otherwise.
+fn judged_keys(points: &[Point]) -> Vec<(Key, Vec<&Point>)> {
+    let mut keys: BTreeMap<Key, Vec<&Point>> = BTreeMap::new();
+    for p in points {
+        keys.entry((p.tier, p.collective, p.dtype, p.op, p.in_place))
+            .or_default()
+            .push(p);
+    }
+    let mut ordered: Vec<(Key, Vec<&Point>)> = keys.into_iter().collect();
+    ordered.sort_by_key(|(k, _)| (k.0, k.1, k.2, k.4));
+    let has_out: Vec<(TierKind, CollKind, Dtype, Option<RedOp>)> = ordered
+        .iter()
+        .filter(|(k, _)| !k.4)
+        .map(|(k, _)| (k.0, k.1, k.2, k.3))
+        .collect();
+    ordered.retain(|(k, _)| !(k.4 && has_out.contains(&(k.0, k.1, k.2, k.3))));
+    ordered
+}
+
+/// Each group's best large-message busbw against the median group's (outliers
+/// marked), and that median.
+fn group_results(
+    pts: &[&Point],
+    large_message: Option<u64>,
+    outlier_fraction: f64,
+) -> (Vec<GroupResult>, f64) {
+    let best = group_best(pts, large_message);
+    let med = median(&best.iter().map(|b| b.1).collect::<Vec<_>>());
+    let first_of: BTreeMap<usize, &Point> = pts.iter().rev().map(|p| (p.group, *p)).collect();
+    let mut groups: Vec<GroupResult> = best
+        .iter()
+        .filter_map(|&(g, bw, bytes)| {
+            let p = first_of.get(&g)?;
+            let vs = if med > 0.0 { bw / med } else { 1.0 };
+            Some(GroupResult {
+                group: g,
+                label: p.label.clone(),
+                members: p.members.clone(),
+                hosts: p.hosts.clone(),
+                busbw_gbps: bw,
+                bytes,
+                vs_median: vs,
+                outlier: best.len() >= 3 && vs < outlier_fraction,
+            })
+        })
+        .collect();
+    // Two groups: the slower is an outlier only when clearly below the faster.
+    if groups.len() == 2 {
+        let (lo, hi) = if groups[0].busbw_gbps <= groups[1].busbw_gbps {
+            (0, 1)
+        } else {
+            (1, 0)
+        };
+        if groups[hi].busbw_gbps > 0.0
+            && groups[lo].busbw_gbps / groups[hi].busbw_gbps < outlier_fraction
+        {
+            groups[lo].outlier = true;
+        }
+    }
+    (groups, med)
+}
+
+/// The slowest group's busbw (infinite when there is none).
+fn worst_busbw(groups: &[GroupResult]) -> f64 {
+    groups
+        .iter()
+        .map(|g| g.busbw_gbps)
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The finding of a tier whose slowest group is below `min_fraction` × `expected`.
+fn below_expectation(
+    tier: TierKind,
+    coll: CollKind,
+    groups: &[GroupResult],
+    expected: f64,
+    min_fraction: f64,
+) -> Finding {
+    let worst = worst_busbw(groups);
+    let worst_g = groups
+        .iter()
+        .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
+    let at = worst_g
+        .map(|g| format!(" ({} at {})", g.label, Bytes(g.bytes)))
+        .unwrap_or_default();
+    Finding {
+        severity: "fail".into(),
+        subject: format!("tier {tier}"),
+        text: format!(
+            "tier {tier} {coll}: {worst:.3} GB/s{at} is {:.2}× the expected {expected:.3} GB/s (needs ≥ {min_fraction:.2}×)",
+            worst / expected,
+        ),
+    }
+}
+
+/// A finding for each outlier group of a tier other than pairs, naming what to suspect.
+fn outlier_findings(a: &mut Analysis, tier: TierKind, coll: CollKind, groups: &[GroupResult]) {
+    for g in groups.iter().filter(|g| g.outlier) {
+        let what = match tier {
+            TierKind::Intra => format!(
+                "suspect {}'s intra-node links (NVLink/PCIe or memory)",
+                g.label
+            ),
+            TierKind::Rails => format!(
+                "suspect the NIC or switch port of {} on one of its nodes",
+                g.label
+            ),
+            _ => "suspect this group's slowest member".into(),
+        };
+        a.findings.push(Finding {
+            severity: "fail".into(),
+            subject: g.label.clone(),
+            text: format!(
+                "{} ({tier} {coll}): {:.3} GB/s is {:.2}× the median {tier} group — {what}",
+                g.label, g.busbw_gbps, g.vs_median
+            ),
+        });
+        if tier == TierKind::Intra {
+            a.outlier_nodes.push(g.label.clone());
+        }
+        a.pass = false;
+    }
 }
 
 /// From node-pair results: a node all of whose pairs are slow is named; otherwise
@@ -307,10 +346,55 @@ fn findings_room(a: &Analysis) -> bool {
     a.findings.len() < 100
 }
 
+/// A point carrying only what [`analyze`] reads: an out-of-place f32 sum all_reduce
+/// of `bytes` at `busbw_gbps` (algbw the same), every timing zero, checked with no
+/// wrong value. For tests and benchmarks of the analysis, which judges recorded points.
+pub fn judged_point(
+    tier: TierKind,
+    group: usize,
+    label: String,
+    members: Vec<usize>,
+    hosts: Vec<String>,
+    bytes: u64,
+    busbw_gbps: f64,
+) -> Point {
+    Point {
+        schema_version: 1,
+        tier,
+        group,
+        label,
+        members,
+        hosts,
+        collective: CollKind::AllReduce,
+        dtype: Dtype::F32,
+        op: Some(RedOp::Sum),
+        root: None,
+        in_place: false,
+        bytes,
+        count: (bytes / 4) as usize,
+        iterations: 10,
+        warmup: 1,
+        adaptive: false,
+        ci_half_width: 0.0,
+        time: TimeStats::default(),
+        combine: Combine::Max,
+        rank_p50_us: vec![],
+        slowest_rank: 0,
+        rank_spread: 0.0,
+        algbw_gbps: busbw_gbps,
+        busbw_gbps,
+        algbw_mean_gbps: busbw_gbps,
+        busbw_mean_gbps: busbw_gbps,
+        wrong: Some(0),
+        wrong_ranks: vec![],
+        wall_s: 0.0,
+        in_calls_s: 0.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Combine, TimeStats};
 
     fn point(
         tier: &str,
@@ -320,38 +404,15 @@ mod tests {
         bytes: u64,
         busbw: f64,
     ) -> Point {
-        Point {
-            schema_version: 1,
-            tier: TierKind::parse(tier).unwrap(),
+        judged_point(
+            TierKind::parse(tier).unwrap(),
             group,
-            label: label.into(),
-            members: vec![0, 1],
-            hosts: hosts.iter().map(|h| h.to_string()).collect(),
-            collective: CollKind::AllReduce,
-            dtype: Dtype::F32,
-            op: Some(RedOp::Sum),
-            root: None,
-            in_place: false,
+            label.into(),
+            vec![0, 1],
+            hosts.iter().map(|h| h.to_string()).collect(),
             bytes,
-            count: (bytes / 4) as usize,
-            iterations: 10,
-            warmup: 1,
-            adaptive: false,
-            ci_half_width: 0.0,
-            time: TimeStats::default(),
-            combine: Combine::Max,
-            rank_p50_us: vec![],
-            slowest_rank: 0,
-            rank_spread: 0.0,
-            algbw_gbps: busbw,
-            busbw_gbps: busbw,
-            algbw_mean_gbps: busbw,
-            busbw_mean_gbps: busbw,
-            wrong: Some(0),
-            wrong_ranks: vec![],
-            wall_s: 0.0,
-            in_calls_s: 0.0,
-        }
+            busbw,
+        )
     }
 
     fn hosts(n: usize) -> Vec<String> {

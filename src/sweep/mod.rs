@@ -128,6 +128,49 @@ pub fn plan(
     kind: BackendKind,
     supports: impl Fn(Dtype) -> bool,
 ) -> Result<Plan> {
+    let lists = parse_lists(args, kind, supports)?;
+    let step = args.step_bytes.map(|b| b.get());
+    let sizes = size_ladder(
+        args.min_bytes.get(),
+        args.max_bytes.get(),
+        args.step_factor,
+        step,
+    )?;
+    if args.root >= n {
+        return Err(usage(
+            "-r/--root",
+            format!("rank {} does not exist in a job of {n} ranks", args.root),
+        ));
+    }
+    check_sizes(&sizes, &lists, n, kind)?;
+    let sampling = sampling_of(args)?;
+    Ok(Plan {
+        collectives: lists.collectives,
+        dtypes: lists.dtypes,
+        ops: lists.ops,
+        sizes,
+        placements: lists.placements,
+        root: args.root,
+        check: args.check == 1,
+        combine: Combine::from_flag(args.average),
+        sampling,
+    })
+}
+
+/// The value lists of a plan, as the flags name them.
+struct Lists {
+    collectives: Vec<CollKind>,
+    dtypes: Vec<Dtype>,
+    ops: Vec<RedOp>,
+    placements: Vec<bool>,
+}
+
+/// Parse `-c`, `-d` (only types the backend `supports`), `-o` and `--placement`.
+fn parse_lists(
+    args: &SweepArgs,
+    kind: BackendKind,
+    supports: impl Fn(Dtype) -> bool,
+) -> Result<Lists> {
     let coll_names = CollKind::ALL.map(|k| k.name()).join(", ");
     let collectives = parse_list(
         "-c/--collectives",
@@ -175,21 +218,19 @@ pub fn plan(
         },
         "out, in",
     )?;
-    let step = args.step_bytes.map(|b| b.get());
-    let sizes = size_ladder(
-        args.min_bytes.get(),
-        args.max_bytes.get(),
-        args.step_factor,
-        step,
-    )?;
-    if args.root >= n {
-        return Err(usage(
-            "-r/--root",
-            format!("rank {} does not exist in a job of {n} ranks", args.root),
-        ));
-    }
-    for &size in &sizes {
-        for &d in &dtypes {
+    Ok(Lists {
+        collectives,
+        dtypes,
+        ops,
+        placements,
+    })
+}
+
+/// Every size must be whole elements of every type, within MPI's counts, and split
+/// evenly over `n` ranks for the collectives that split it.
+fn check_sizes(sizes: &[u64], lists: &Lists, n: usize, kind: BackendKind) -> Result<()> {
+    for &size in sizes {
+        for &d in &lists.dtypes {
             let es = d.size() as u64;
             if size % es != 0 {
                 return Err(usage(
@@ -212,7 +253,7 @@ pub fn plan(
                     ),
                 ));
             }
-            for &c in &collectives {
+            for &c in &lists.collectives {
                 if collective::get(c).splits() && count % n as u64 != 0 {
                     return Err(usage(
                         "-b/-e",
@@ -227,6 +268,11 @@ pub fn plan(
             }
         }
     }
+    Ok(())
+}
+
+/// `--ci`, `--budget` and `-n/--iters` into the sampling rule.
+fn sampling_of(args: &SweepArgs) -> Result<Sampling> {
     if !(args.ci > 0.0 && args.ci < 1.0) {
         return Err(usage(
             "--ci",
@@ -239,7 +285,7 @@ pub fn plan(
             format!("{} must be a positive number of seconds", args.budget),
         ));
     }
-    let sampling = match args.iters {
+    Ok(match args.iters {
         Some(0) => return Err(usage("-n/--iters", "must be at least 1")),
         Some(iters) => Sampling::Fixed {
             warmup: args.warmup_iters,
@@ -251,17 +297,6 @@ pub fn plan(
             budget_s: args.budget,
             max_iters: args.max_iters.max(10),
         },
-    };
-    Ok(Plan {
-        collectives,
-        dtypes,
-        ops,
-        sizes,
-        placements,
-        root: args.root,
-        check: args.check == 1,
-        combine: Combine::from_flag(args.average),
-        sampling,
     })
 }
 
@@ -403,8 +438,6 @@ pub fn measure(
     corrupt: bool,
 ) -> Result<Point> {
     let n = be.size();
-    let rank = be.rank();
-    let coll = collective::get(kind);
     let count = (size / dtype.size() as u64) as usize;
     let p = Params {
         n,
@@ -413,8 +446,6 @@ pub fn measure(
         op,
         root: plan.root.min(n - 1),
     };
-    let layout = coll.layout(&p);
-    let es = dtype.size();
     let call = Call {
         kind,
         dtype,
@@ -433,40 +464,94 @@ pub fn measure(
         ),
         deadline: timeout,
     };
-    let send_elems = if in_place { 0 } else { layout.send };
-    let recv_elems = if in_place {
-        layout.in_place()
-    } else {
-        layout.recv
+    let one = OnePoint {
+        be,
+        coll: collective::get(kind),
+        p,
+        call,
+        ctx,
     };
-    let started = Instant::now();
-    let mut bufs = Buffers {
-        send: be.alloc(send_elems.max(1) * es)?,
-        recv: be.alloc(recv_elems.max(1) * es)?,
-        in_place,
-        in_calls: Duration::ZERO,
-    };
-    // Like nccl-tests, time on initialised data: a buffer never written is the
-    // kernel's shared zero page (or untouched device memory), which no real job sends.
-    // The backend writes the pattern where the buffer lives (a kernel on a GPU).
-    let input = if in_place {
-        coll.in_place_input(&p, rank)
-    } else {
-        coll.input(&p, rank)
-    };
-    be.fill(bufs.input_mut(), &input)?;
-    let (times, ci) = sample(be, &call, &mut bufs, plan.sampling, &ctx)?;
-    let stats = stats::summarize(&times);
+    let (mine, iterations) = one.on_this_rank(plan, corrupt)?;
+    let all: Vec<RankResult> = world::all_gather_json(be.control(), &mine)?;
+    Ok(one.point(plan, size, group, iterations, &all))
+}
 
-    let wrong = if plan.check {
-        let rs_offset = be.reduce_scatter_in_place_offset(p.chunk() * es) / es;
+/// One point being measured: the backend, the collective, the call and its deadline.
+struct OnePoint<'a> {
+    be: &'a dyn Backend,
+    coll: &'static dyn collective::Collective,
+    p: Params,
+    call: Call,
+    ctx: WaitCtx,
+}
+
+impl OnePoint<'_> {
+    /// This rank's part: buffers, fill, sampling and the check; with the sample count.
+    fn on_this_rank(&self, plan: &Plan, corrupt: bool) -> Result<(RankResult, usize)> {
+        let (be, p, in_place) = (self.be, &self.p, self.call.in_place);
+        let rank = be.rank();
+        let layout = self.coll.layout(p);
+        let es = p.dtype.size();
+        let send_elems = if in_place { 0 } else { layout.send };
+        let recv_elems = if in_place {
+            layout.in_place()
+        } else {
+            layout.recv
+        };
+        let started = Instant::now();
+        let mut bufs = Buffers {
+            send: be.alloc(send_elems.max(1) * es)?,
+            recv: be.alloc(recv_elems.max(1) * es)?,
+            in_place,
+            in_calls: Duration::ZERO,
+        };
+        // Like nccl-tests, time on initialised data: a buffer never written is the
+        // kernel's shared zero page (or untouched device memory), which no real job sends.
+        // The backend writes the pattern where the buffer lives (a kernel on a GPU).
+        let input = if in_place {
+            self.coll.in_place_input(p, rank)
+        } else {
+            self.coll.input(p, rank)
+        };
         be.fill(bufs.input_mut(), &input)?;
-        if !in_place {
+        let (times, ci) = sample(be, &self.call, &mut bufs, plan.sampling, &self.ctx)?;
+        let stats = stats::summarize(&times);
+        let wrong = if plan.check {
+            Some(self.check(&mut bufs, &input, recv_elems, corrupt)?)
+        } else {
+            None
+        };
+        let mine = RankResult {
+            stats,
+            ci,
+            wrong,
+            wall_s: started.elapsed().as_secs_f64(),
+            in_calls_s: bufs.in_calls.as_secs_f64(),
+        };
+        Ok((mine, times.len()))
+    }
+
+    /// One call on fresh input into a poisoned output, compared with the expected
+    /// result: (wrong values, first wrong index).
+    fn check(
+        &self,
+        bufs: &mut Buffers,
+        input: &Pattern,
+        recv_elems: usize,
+        corrupt: bool,
+    ) -> Result<(u64, Option<usize>)> {
+        let (be, p) = (self.be, self.p);
+        let es = p.dtype.size();
+        let rs_offset = be.reduce_scatter_in_place_offset(p.chunk() * es) / es;
+        be.fill(bufs.input_mut(), input)?;
+        if !self.call.in_place {
             let poison = Pattern::one(p, 0, recv_elems, collective::Source::Poison);
             be.fill(&mut bufs.recv, &poison)?;
         }
-        timed(be, &call, &mut bufs, 1, &ctx)?;
-        let expected = coll.expected(&p, rank, in_place, rs_offset);
+        timed(be, &self.call, bufs, 1, &self.ctx)?;
+        let expected = self
+            .coll
+            .expected(&p, be.rank(), self.call.in_place, rs_offset);
         if corrupt {
             // Test hook: one wrong value where the check looks first.
             if let Some(r) = expected.runs.iter().find(|r| r.len > 0) {
@@ -475,25 +560,68 @@ pub fn measure(
             }
         }
         let m = be.check(&bufs.recv, &expected)?;
-        Some((m.wrong, m.first))
-    } else {
-        None
-    };
-    let wall_s = started.elapsed().as_secs_f64();
-    let in_calls_s = bufs.in_calls.as_secs_f64();
+        Ok((m.wrong, m.first))
+    }
 
-    let mine = RankResult {
-        stats,
-        ci,
-        wrong,
-        wall_s,
-        in_calls_s,
-    };
-    let all: Vec<RankResult> = world::all_gather_json(be.control(), &mine)?;
-    let per_rank: Vec<TimeStats> = all.iter().map(|r| r.stats).collect();
-    let time = stats::combine(&per_rank, plan.combine);
-    let rank_p50_us: Vec<f64> = per_rank.iter().map(|t| t.p50_us).collect();
-    let slowest_rank = rank_p50_us
+    /// The point's record from every rank's result.
+    fn point(
+        &self,
+        plan: &Plan,
+        size: u64,
+        group: &GroupInfo,
+        iterations: usize,
+        all: &[RankResult],
+    ) -> Point {
+        let (kind, n) = (self.call.kind, self.p.n);
+        let per_rank: Vec<TimeStats> = all.iter().map(|r| r.stats).collect();
+        let time = stats::combine(&per_rank, plan.combine);
+        let rank_p50_us: Vec<f64> = per_rank.iter().map(|t| t.p50_us).collect();
+        let (slowest_rank, rank_spread) = slowest_and_spread(&rank_p50_us);
+        let (wrong, wrong_ranks) = wrong_over_ranks(plan.check, all);
+        let outside = |r: &RankResult| (r.wall_s - r.in_calls_s) / r.wall_s.max(1e-12);
+        let overhead_rank = all.iter().max_by(|a, b| outside(a).total_cmp(&outside(b)));
+        let (algbw, busbw) = collective::bandwidths(kind, size, time.p50_us / 1e6, n);
+        let (algbw_mean, busbw_mean) = collective::bandwidths(kind, size, time.mean_us / 1e6, n);
+        Point {
+            schema_version: SCHEMA_VERSION,
+            tier: group.tier,
+            group: group.group,
+            label: group.label.clone(),
+            members: group.members.clone(),
+            hosts: group.hosts.clone(),
+            collective: kind,
+            dtype: self.p.dtype,
+            op: kind.reduces().then_some(self.p.op),
+            root: kind.rooted().then_some(self.p.root),
+            in_place: self.call.in_place,
+            bytes: size,
+            count: self.p.count,
+            iterations,
+            warmup: match plan.sampling {
+                Sampling::Fixed { warmup, .. } | Sampling::Adaptive { warmup, .. } => warmup,
+            },
+            adaptive: matches!(plan.sampling, Sampling::Adaptive { .. }),
+            ci_half_width: all.iter().map(|r| r.ci).fold(0.0, f64::max),
+            time,
+            combine: plan.combine,
+            rank_p50_us,
+            slowest_rank,
+            rank_spread,
+            algbw_gbps: algbw,
+            busbw_gbps: busbw,
+            algbw_mean_gbps: algbw_mean,
+            busbw_mean_gbps: busbw_mean,
+            wrong,
+            wrong_ranks,
+            wall_s: overhead_rank.map_or(0.0, |r| r.wall_s),
+            in_calls_s: overhead_rank.map_or(0.0, |r| r.in_calls_s),
+        }
+    }
+}
+
+/// The rank with the largest median time, and (max − min) / min of the medians.
+fn slowest_and_spread(rank_p50_us: &[f64]) -> (usize, f64) {
+    let slowest = rank_p50_us
         .iter()
         .enumerate()
         .max_by(|a, b| a.1.total_cmp(b.1))
@@ -501,63 +629,31 @@ pub fn measure(
         .unwrap_or(0);
     let lo = rank_p50_us.iter().cloned().fold(f64::INFINITY, f64::min);
     let hi = rank_p50_us.iter().cloned().fold(0.0, f64::max);
-    let (wrong_total, wrong_ranks) = if plan.check {
-        let mut total = 0;
-        let mut ranks = Vec::new();
-        for (r, res) in all.iter().enumerate() {
-            if let Some((w, first)) = res.wrong {
-                total += w;
-                if w > 0 {
-                    ranks.push((r, first.unwrap_or(0)));
-                }
+    let spread = if lo > 0.0 && lo.is_finite() {
+        (hi - lo) / lo
+    } else {
+        0.0
+    };
+    (slowest, spread)
+}
+
+/// Wrong values over all ranks (None when unchecked), and (rank, first wrong index)
+/// of each rank that had any.
+fn wrong_over_ranks(check: bool, all: &[RankResult]) -> (Option<u64>, Vec<(usize, usize)>) {
+    if !check {
+        return (None, Vec::new());
+    }
+    let mut total = 0;
+    let mut ranks = Vec::new();
+    for (r, res) in all.iter().enumerate() {
+        if let Some((w, first)) = res.wrong {
+            total += w;
+            if w > 0 {
+                ranks.push((r, first.unwrap_or(0)));
             }
         }
-        (Some(total), ranks)
-    } else {
-        (None, Vec::new())
-    };
-    let outside = |r: &RankResult| (r.wall_s - r.in_calls_s) / r.wall_s.max(1e-12);
-    let overhead_rank = all.iter().max_by(|a, b| outside(a).total_cmp(&outside(b)));
-    let (algbw, busbw) = collective::bandwidths(kind, size, time.p50_us / 1e6, n);
-    let (algbw_mean, busbw_mean) = collective::bandwidths(kind, size, time.mean_us / 1e6, n);
-    Ok(Point {
-        schema_version: SCHEMA_VERSION,
-        tier: group.tier,
-        group: group.group,
-        label: group.label.clone(),
-        members: group.members.clone(),
-        hosts: group.hosts.clone(),
-        collective: kind,
-        dtype,
-        op: kind.reduces().then_some(op),
-        root: kind.rooted().then_some(p.root),
-        in_place,
-        bytes: size,
-        count,
-        iterations: times.len(),
-        warmup: match plan.sampling {
-            Sampling::Fixed { warmup, .. } | Sampling::Adaptive { warmup, .. } => warmup,
-        },
-        adaptive: matches!(plan.sampling, Sampling::Adaptive { .. }),
-        ci_half_width: all.iter().map(|r| r.ci).fold(0.0, f64::max),
-        time,
-        combine: plan.combine,
-        rank_p50_us,
-        slowest_rank,
-        rank_spread: if lo > 0.0 && lo.is_finite() {
-            (hi - lo) / lo
-        } else {
-            0.0
-        },
-        algbw_gbps: algbw,
-        busbw_gbps: busbw,
-        algbw_mean_gbps: algbw_mean,
-        busbw_mean_gbps: busbw_mean,
-        wrong: wrong_total,
-        wrong_ranks,
-        wall_s: overhead_rank.map_or(0.0, |r| r.wall_s),
-        in_calls_s: overhead_rank.map_or(0.0, |r| r.in_calls_s),
-    })
+    }
+    (Some(total), ranks)
 }
 
 /// nccl-tests' table header.

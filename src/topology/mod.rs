@@ -85,134 +85,18 @@ fn node_label(nodes: &[Node], i: usize) -> String {
 /// (local ranks 0..k; None: all) — one per NIC, so every NIC of both nodes carries
 /// one stream and the node's other ranks do not compete for its CPUs.
 pub fn plan_tiers(nodes: &[Node], wanted: &[TierKind], pair_ranks: Option<usize>) -> Vec<Tier> {
-    let all_ranks: Vec<usize> = {
-        let mut v: Vec<usize> = nodes.iter().flat_map(|n| n.ranks.iter().copied()).collect();
-        v.sort_unstable();
-        v
-    };
-    let max_local = nodes.iter().map(|n| n.ranks.len()).max().unwrap_or(0);
     let mut tiers: Vec<Tier> = Vec::new();
     let mut seen: Vec<Vec<Vec<usize>>> = Vec::new();
     for &kind in wanted {
-        let rounds: Vec<Round> = match kind {
-            TierKind::World => vec![Round {
-                groups: vec![Group {
-                    index: 0,
-                    label: "world".into(),
-                    members: all_ranks.clone(),
-                    nodes: (0..nodes.len()).collect(),
-                }],
-            }],
-            TierKind::Intra => vec![Round {
-                groups: nodes
-                    .iter()
-                    .enumerate()
-                    .map(|(i, n)| {
-                        let mut m = n.ranks.clone();
-                        m.sort_unstable();
-                        Group {
-                            index: i,
-                            label: node_label(nodes, i),
-                            members: m,
-                            nodes: vec![i],
-                        }
-                    })
-                    .collect(),
-            }],
-            TierKind::Inter => vec![Round {
-                groups: vec![Group {
-                    index: 0,
-                    label: "inter".into(),
-                    members: {
-                        let mut m: Vec<usize> = nodes
-                            .iter()
-                            .filter_map(|n| n.ranks.first().copied())
-                            .collect();
-                        m.sort_unstable();
-                        m
-                    },
-                    nodes: (0..nodes.len()).collect(),
-                }],
-            }],
-            TierKind::Rails => vec![Round {
-                groups: (0..max_local)
-                    .map(|k| {
-                        let mut m: Vec<usize> = nodes
-                            .iter()
-                            .filter_map(|n| n.ranks.get(k).copied())
-                            .collect();
-                        m.sort_unstable();
-                        let ns = nodes
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, n)| n.ranks.len() > k)
-                            .map(|(i, _)| i)
-                            .collect();
-                        Group {
-                            index: k,
-                            label: format!("rail {k}"),
-                            members: m,
-                            nodes: ns,
-                        }
-                    })
-                    .collect(),
-            }],
-            TierKind::Pairs => {
-                let mut index = 0;
-                pair_rounds(nodes.len())
-                    .into_iter()
-                    .map(|pairs| Round {
-                        groups: pairs
-                            .into_iter()
-                            .map(|(a, b)| {
-                                let take = pair_ranks.unwrap_or(usize::MAX).max(1);
-                                let mut m: Vec<usize> = nodes[a]
-                                    .ranks
-                                    .iter()
-                                    .take(take)
-                                    .chain(nodes[b].ranks.iter().take(take))
-                                    .copied()
-                                    .collect();
-                                m.sort_unstable();
-                                let g = Group {
-                                    index,
-                                    label: format!(
-                                        "{}+{}",
-                                        node_label(nodes, a),
-                                        node_label(nodes, b)
-                                    ),
-                                    members: m,
-                                    nodes: vec![a, b],
-                                };
-                                index += 1;
-                                g
-                            })
-                            .collect(),
-                    })
-                    .collect()
-            }
+        let rounds = match kind {
+            TierKind::World => vec![world_round(nodes)],
+            TierKind::Intra => vec![intra_round(nodes)],
+            TierKind::Inter => vec![inter_round(nodes)],
+            TierKind::Rails => vec![rails_round(nodes)],
+            TierKind::Pairs => pairs_rounds(nodes, pair_ranks),
         };
-        // Drop groups of one rank (except the world of a one-GPU machine, which
-        // nccl-tests measures too); drop the tier if nothing is left or it repeats.
-        let rounds: Vec<Round> = rounds
-            .into_iter()
-            .map(|r| Round {
-                groups: r
-                    .groups
-                    .into_iter()
-                    .filter(|g| g.members.len() >= 2 || kind == TierKind::World)
-                    .collect(),
-            })
-            .filter(|r| !r.groups.is_empty())
-            .collect();
-        let signature: Vec<Vec<usize>> = {
-            let mut s: Vec<Vec<usize>> = rounds
-                .iter()
-                .flat_map(|r| r.groups.iter().map(|g| g.members.clone()))
-                .collect();
-            s.sort();
-            s
-        };
+        let rounds = without_single_ranks(rounds, kind);
+        let signature = tier_signature(&rounds);
         if rounds.is_empty() || seen.contains(&signature) {
             continue;
         }
@@ -220,6 +104,142 @@ pub fn plan_tiers(nodes: &[Node], wanted: &[TierKind], pair_ranks: Option<usize>
         tiers.push(Tier { kind, rounds });
     }
     tiers
+}
+
+/// `world`: every rank in one group.
+fn world_round(nodes: &[Node]) -> Round {
+    let all_ranks = nodes.iter().flat_map(|n| n.ranks.iter().copied()).collect();
+    whole_job_round("world", all_ranks, nodes)
+}
+
+/// One round of one group spanning every node: `members`, sorted here.
+fn whole_job_round(label: &str, mut members: Vec<usize>, nodes: &[Node]) -> Round {
+    members.sort_unstable();
+    Round {
+        groups: vec![Group {
+            index: 0,
+            label: label.into(),
+            members,
+            nodes: (0..nodes.len()).collect(),
+        }],
+    }
+}
+
+/// `intra`: one group per node.
+fn intra_round(nodes: &[Node]) -> Round {
+    Round {
+        groups: nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let mut m = n.ranks.clone();
+                m.sort_unstable();
+                Group {
+                    index: i,
+                    label: node_label(nodes, i),
+                    members: m,
+                    nodes: vec![i],
+                }
+            })
+            .collect(),
+    }
+}
+
+/// `inter`: the first rank of every node.
+fn inter_round(nodes: &[Node]) -> Round {
+    let firsts = nodes
+        .iter()
+        .filter_map(|n| n.ranks.first().copied())
+        .collect();
+    whole_job_round("inter", firsts, nodes)
+}
+
+/// `rails`: local rank k of every node, one group per k.
+fn rails_round(nodes: &[Node]) -> Round {
+    let max_local = nodes.iter().map(|n| n.ranks.len()).max().unwrap_or(0);
+    Round {
+        groups: (0..max_local)
+            .map(|k| {
+                let mut m: Vec<usize> = nodes
+                    .iter()
+                    .filter_map(|n| n.ranks.get(k).copied())
+                    .collect();
+                m.sort_unstable();
+                let ns = nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| n.ranks.len() > k)
+                    .map(|(i, _)| i)
+                    .collect();
+                Group {
+                    index: k,
+                    label: format!("rail {k}"),
+                    members: m,
+                    nodes: ns,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// `pairs`: every pair of nodes (their first `pair_ranks` ranks each), in rounds of
+/// disjoint pairs; group indices run across the rounds.
+fn pairs_rounds(nodes: &[Node], pair_ranks: Option<usize>) -> Vec<Round> {
+    let mut index = 0;
+    pair_rounds(nodes.len())
+        .into_iter()
+        .map(|pairs| Round {
+            groups: pairs
+                .into_iter()
+                .map(|(a, b)| {
+                    let take = pair_ranks.unwrap_or(usize::MAX).max(1);
+                    let mut m: Vec<usize> = nodes[a]
+                        .ranks
+                        .iter()
+                        .take(take)
+                        .chain(nodes[b].ranks.iter().take(take))
+                        .copied()
+                        .collect();
+                    m.sort_unstable();
+                    let g = Group {
+                        index,
+                        label: format!("{}+{}", node_label(nodes, a), node_label(nodes, b)),
+                        members: m,
+                        nodes: vec![a, b],
+                    };
+                    index += 1;
+                    g
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Drop groups of one rank (except the world of a one-GPU machine, which nccl-tests
+/// measures too), then the rounds left empty.
+fn without_single_ranks(rounds: Vec<Round>, kind: TierKind) -> Vec<Round> {
+    rounds
+        .into_iter()
+        .map(|r| Round {
+            groups: r
+                .groups
+                .into_iter()
+                .filter(|g| g.members.len() >= 2 || kind == TierKind::World)
+                .collect(),
+        })
+        .filter(|r| !r.groups.is_empty())
+        .collect()
+}
+
+/// A tier's groups' members, sorted: two tiers with the same signature measure the
+/// same thing (intra on one node = world), so the second is dropped.
+fn tier_signature(rounds: &[Round]) -> Vec<Vec<usize>> {
+    let mut s: Vec<Vec<usize>> = rounds
+        .iter()
+        .flat_map(|r| r.groups.iter().map(|g| g.members.clone()))
+        .collect();
+    s.sort();
+    s
 }
 
 /// Parse `--tiers` (comma list or `all`).
