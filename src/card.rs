@@ -455,35 +455,35 @@ impl Card {
             .collect()
     }
 
+    /// Every range check, section by section, in the order the card reads.
     fn validate(&self, text: &str, file: &str) -> Result<()> {
-        let at = |table: &str, key: &str| -> String {
-            let pos = line_of(text, table, key)
-                .map(|l| format!("{l}:"))
-                .unwrap_or_default();
-            let field = if table.is_empty() {
-                key.to_string()
-            } else {
-                format!("{table}.{key}")
-            };
-            format!("{file}:{pos} {field}")
-        };
-        let positive = |table: &str, key: &str, v: Option<f64>| -> Result<()> {
-            match v {
-                Some(v) if !(v > 0.0 && v.is_finite()) => {
-                    Err(anyhow!("{}: {v} must be a positive number", at(table, key)))
-                }
-                _ => Ok(()),
-            }
-        };
-        let fraction = |table: &str, key: &str, v: Option<f64>| -> Result<()> {
-            match v {
-                Some(v) if !(v > 0.0 && v <= 1.0) => Err(anyhow!(
-                    "{}: {v} must be a fraction in (0, 1] (0.9 = 90%)",
-                    at(table, key)
-                )),
-                _ => Ok(()),
-            }
-        };
+        let cx = Field { text, file };
+        self.validate_top(&cx)?;
+        if let Some(c) = &self.cost {
+            c.validate(&cx)?;
+        }
+        if let Some(p) = &self.probe {
+            p.validate(&cx)?;
+        }
+        if let Some(s) = &self.sweep {
+            s.validate(&cx)?;
+        }
+        if let Some(t) = &self.train {
+            t.validate(&cx)?;
+        }
+        if let Some(c) = &self.chaos {
+            c.validate(&cx)?;
+        }
+        if self.phases().is_empty() {
+            return Err(anyhow!(
+                "{file}: no phase to run: add at least one of [probe], [sweep], [train], [chaos]"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The top-level keys: name, backend, step_timeout_s, launch.
+    fn validate_top(&self, cx: &Field) -> Result<()> {
         if self.name.trim().is_empty()
             || !self
                 .name
@@ -492,7 +492,7 @@ impl Card {
         {
             return Err(anyhow!(
                 "{}: '{}' must be letters, digits, '-', '_' or '.' (it names the results folder)",
-                at("", "name"),
+                cx.at("", "name"),
                 self.name
             ));
         }
@@ -500,175 +500,232 @@ impl Card {
             if !["auto", "mpi", "nccl"].contains(&b.as_str()) {
                 return Err(anyhow!(
                     "{}: unknown backend '{b}' (auto, mpi, nccl)",
-                    at("", "backend")
+                    cx.at("", "backend")
                 ));
             }
         }
-        positive("", "step_timeout_s", self.step_timeout_s)?;
+        cx.positive("", "step_timeout_s", self.step_timeout_s)?;
         if let Some(l) = &self.launch {
-            split_launch(l).map_err(|e| anyhow!("{}: {e}", at("", "launch")))?;
+            split_launch(l).map_err(|e| anyhow!("{}: {e}", cx.at("", "launch")))?;
         }
-        if let Some(c) = &self.cost {
-            if !(c.price_per_gpu_hour >= 0.0 && c.price_per_gpu_hour.is_finite()) {
-                return Err(anyhow!(
-                    "{}: {} must be a price ≥ 0",
-                    at("cost", "price_per_gpu_hour"),
-                    c.price_per_gpu_hour
-                ));
-            }
-            if c.gpus == Some(0) {
-                return Err(anyhow!("{}: must be at least 1", at("cost", "gpus")));
-            }
-            for (k, v) in &c.other_per_hour {
-                if !(*v >= 0.0 && v.is_finite()) {
-                    return Err(anyhow!(
-                        "{}: {k} = {v} must be a price ≥ 0",
-                        at("cost", "other_per_hour")
-                    ));
-                }
-            }
+        Ok(())
+    }
+}
+
+/// The card's text and file name, to name a field in an error: `file:line: table.key`
+/// (the line when the key is found in its table).
+struct Field<'a> {
+    text: &'a str,
+    file: &'a str,
+}
+
+impl Field<'_> {
+    /// `card.toml:12: sweep.min_bytes`.
+    fn at(&self, table: &str, key: &str) -> String {
+        let pos = line_of(self.text, table, key)
+            .map(|l| format!("{l}:"))
+            .unwrap_or_default();
+        let field = if table.is_empty() {
+            key.to_string()
+        } else {
+            format!("{table}.{key}")
+        };
+        format!("{}:{pos} {field}", self.file)
+    }
+
+    /// An optional number that, when given, must be positive and finite.
+    fn positive(&self, table: &str, key: &str, v: Option<f64>) -> Result<()> {
+        match v {
+            Some(v) if !(v > 0.0 && v.is_finite()) => Err(anyhow!(
+                "{}: {v} must be a positive number",
+                self.at(table, key)
+            )),
+            _ => Ok(()),
         }
-        if let Some(p) = &self.probe {
-            positive("probe", "timeout_s", p.timeout_s)?;
-            if p.criteria.nodes == Some(0) {
-                return Err(anyhow!(
-                    "{}: must be at least 1",
-                    at("probe.criteria", "nodes")
-                ));
-            }
+    }
+
+    /// An optional number that, when given, must be in (0, 1].
+    fn fraction(&self, table: &str, key: &str, v: Option<f64>) -> Result<()> {
+        match v {
+            Some(v) if !(v > 0.0 && v <= 1.0) => Err(anyhow!(
+                "{}: {v} must be a fraction in (0, 1] (0.9 = 90%)",
+                self.at(table, key)
+            )),
+            _ => Ok(()),
         }
-        if let Some(s) = &self.sweep {
-            for c in &s.collectives {
-                if c != "all" && CollKind::parse(c).is_none() {
-                    return Err(anyhow!(
-                        "{}: unknown collective '{c}' ({}, all)",
-                        at("sweep", "collectives"),
-                        CollKind::ALL.map(|k| k.name()).join(", ")
-                    ));
-                }
-            }
-            for t in &s.tiers {
-                if t != "all" && TierKind::parse(t).is_none() {
-                    return Err(anyhow!(
-                        "{}: unknown tier '{t}' (world, intra, inter, rails, pairs, all)",
-                        at("sweep", "tiers")
-                    ));
-                }
-            }
-            if s.min_bytes.get() == 0 || s.min_bytes > s.max_bytes {
-                return Err(anyhow!(
-                    "{}: {} must be at least 1 byte and at most max_bytes {}",
-                    at("sweep", "min_bytes"),
-                    s.min_bytes,
-                    s.max_bytes
-                ));
-            }
-            if s.step_factor.is_some_and(|f| f < 2) {
-                return Err(anyhow!(
-                    "{}: must be at least 2",
-                    at("sweep", "step_factor")
-                ));
-            }
-            positive("sweep", "budget_s", s.budget_s)?;
-            positive("sweep", "timeout_s", s.timeout_s)?;
-            let c = &s.criteria;
-            if CollKind::parse(&c.collective).is_none() {
-                return Err(anyhow!(
-                    "{}: unknown collective '{}'",
-                    at("sweep.criteria", "collective"),
-                    c.collective
-                ));
-            }
-            for (tier, v) in &c.min_busbw_gbps {
-                if TierKind::parse(tier).is_none() {
-                    return Err(anyhow!(
-                        "{}: unknown tier '{tier}' (world, intra, inter, rails, pairs)",
-                        at("sweep.criteria", "min_busbw_gbps")
-                    ));
-                }
-                positive("sweep.criteria", "min_busbw_gbps", Some(*v))?;
-            }
-            for tier in &c.judge_tiers {
-                if TierKind::parse(tier).is_none() {
-                    return Err(anyhow!(
-                        "{}: unknown tier '{tier}' (world, intra, inter, rails, pairs)",
-                        at("sweep.criteria", "judge_tiers")
-                    ));
-                }
-            }
-            fraction(
-                "sweep.criteria",
-                "min_fraction_of_expected",
-                c.min_fraction_of_expected,
-            )?;
-            fraction("sweep.criteria", "outlier_fraction", c.outlier_fraction)?;
-        }
-        if let Some(t) = &self.train {
-            if t.steps == 0 {
-                return Err(anyhow!("{}: must be at least 1", at("train", "steps")));
-            }
-            if t.criteria.resume_parity && t.steps < 2 {
-                return Err(anyhow!(
-                    "{}: a resume check needs at least 2 steps",
-                    at("train", "steps")
-                ));
-            }
-            if let Some(p) = &t.preset {
-                if !["tiny", "gpu-small"].contains(&p.as_str()) {
-                    return Err(anyhow!(
-                        "{}: unknown preset '{p}' (tiny, gpu-small)",
-                        at("train", "preset")
-                    ));
-                }
-            }
-            positive("train", "timeout_s", t.timeout_s)?;
-            positive(
-                "train.criteria",
-                "min_ckpt_write_gbps",
-                t.criteria.min_ckpt_write_gbps,
-            )?;
-            positive(
-                "train.criteria",
-                "max_step_p50_ms",
-                t.criteria.max_step_p50_ms,
-            )?;
-            if t.criteria.min_ckpt_write_gbps.is_some() && t.ckpt_every == Some(0) {
-                return Err(anyhow!(
-                    "{}: 0 writes no checkpoint, but train.criteria.min_ckpt_write_gbps judges one",
-                    at("train", "ckpt_every")
-                ));
-            }
-        }
-        if let Some(c) = &self.chaos {
-            for k in &c.kinds {
-                let plain = ["kill", "hang", "exit", "slow", "corrupt-ckpt"].contains(&k.as_str());
-                let on_node = ["node-loss:", "link-cut:"]
-                    .iter()
-                    .any(|p| k.strip_prefix(p).is_some_and(|n| n.starts_with("node")));
-                if !(plain || on_node) {
-                    return Err(anyhow!(
-                        "{}: unknown fault '{k}' (kill, hang, exit, slow, corrupt-ckpt, node-loss:nodeI, link-cut:nodeI)",
-                        at("chaos", "kinds")
-                    ));
-                }
-            }
-            if c.trials == 0 {
-                return Err(anyhow!("{}: must be at least 1", at("chaos", "trials")));
-            }
-            positive("chaos", "timeout_s", c.timeout_s)?;
-            positive("chaos.criteria", "max_detect_s", c.criteria.max_detect_s)?;
-            positive(
-                "chaos.criteria",
-                "max_recovery_s",
-                c.criteria.max_recovery_s,
-            )?;
-        }
-        if self.phases().is_empty() {
+    }
+
+    /// A tier name of `sweep.criteria.<key>` (no "all").
+    fn criteria_tier(&self, key: &str, tier: &str) -> Result<()> {
+        if TierKind::parse(tier).is_none() {
             return Err(anyhow!(
-                "{file}: no phase to run: add at least one of [probe], [sweep], [train], [chaos]"
+                "{}: unknown tier '{tier}' (world, intra, inter, rails, pairs)",
+                self.at("sweep.criteria", key)
             ));
         }
         Ok(())
+    }
+}
+
+impl CostSpec {
+    fn validate(&self, cx: &Field) -> Result<()> {
+        if !(self.price_per_gpu_hour >= 0.0 && self.price_per_gpu_hour.is_finite()) {
+            return Err(anyhow!(
+                "{}: {} must be a price ≥ 0",
+                cx.at("cost", "price_per_gpu_hour"),
+                self.price_per_gpu_hour
+            ));
+        }
+        if self.gpus == Some(0) {
+            return Err(anyhow!("{}: must be at least 1", cx.at("cost", "gpus")));
+        }
+        for (k, v) in &self.other_per_hour {
+            if !(*v >= 0.0 && v.is_finite()) {
+                return Err(anyhow!(
+                    "{}: {k} = {v} must be a price ≥ 0",
+                    cx.at("cost", "other_per_hour")
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ProbeSpec {
+    fn validate(&self, cx: &Field) -> Result<()> {
+        cx.positive("probe", "timeout_s", self.timeout_s)?;
+        if self.criteria.nodes == Some(0) {
+            return Err(anyhow!(
+                "{}: must be at least 1",
+                cx.at("probe.criteria", "nodes")
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl SweepSpec {
+    fn validate(&self, cx: &Field) -> Result<()> {
+        for c in &self.collectives {
+            if c != "all" && CollKind::parse(c).is_none() {
+                return Err(anyhow!(
+                    "{}: unknown collective '{c}' ({}, all)",
+                    cx.at("sweep", "collectives"),
+                    CollKind::ALL.map(|k| k.name()).join(", ")
+                ));
+            }
+        }
+        for t in &self.tiers {
+            if t != "all" && TierKind::parse(t).is_none() {
+                return Err(anyhow!(
+                    "{}: unknown tier '{t}' (world, intra, inter, rails, pairs, all)",
+                    cx.at("sweep", "tiers")
+                ));
+            }
+        }
+        if self.min_bytes.get() == 0 || self.min_bytes > self.max_bytes {
+            return Err(anyhow!(
+                "{}: {} must be at least 1 byte and at most max_bytes {}",
+                cx.at("sweep", "min_bytes"),
+                self.min_bytes,
+                self.max_bytes
+            ));
+        }
+        if self.step_factor.is_some_and(|f| f < 2) {
+            return Err(anyhow!(
+                "{}: must be at least 2",
+                cx.at("sweep", "step_factor")
+            ));
+        }
+        cx.positive("sweep", "budget_s", self.budget_s)?;
+        cx.positive("sweep", "timeout_s", self.timeout_s)?;
+        self.criteria.validate(cx)
+    }
+}
+
+impl SweepCriteria {
+    fn validate(&self, cx: &Field) -> Result<()> {
+        if CollKind::parse(&self.collective).is_none() {
+            return Err(anyhow!(
+                "{}: unknown collective '{}'",
+                cx.at("sweep.criteria", "collective"),
+                self.collective
+            ));
+        }
+        for (tier, v) in &self.min_busbw_gbps {
+            cx.criteria_tier("min_busbw_gbps", tier)?;
+            cx.positive("sweep.criteria", "min_busbw_gbps", Some(*v))?;
+        }
+        for tier in &self.judge_tiers {
+            cx.criteria_tier("judge_tiers", tier)?;
+        }
+        cx.fraction(
+            "sweep.criteria",
+            "min_fraction_of_expected",
+            self.min_fraction_of_expected,
+        )?;
+        cx.fraction("sweep.criteria", "outlier_fraction", self.outlier_fraction)
+    }
+}
+
+impl TrainSpec {
+    fn validate(&self, cx: &Field) -> Result<()> {
+        if self.steps == 0 {
+            return Err(anyhow!("{}: must be at least 1", cx.at("train", "steps")));
+        }
+        if self.criteria.resume_parity && self.steps < 2 {
+            return Err(anyhow!(
+                "{}: a resume check needs at least 2 steps",
+                cx.at("train", "steps")
+            ));
+        }
+        if let Some(p) = &self.preset {
+            if !["tiny", "gpu-small"].contains(&p.as_str()) {
+                return Err(anyhow!(
+                    "{}: unknown preset '{p}' (tiny, gpu-small)",
+                    cx.at("train", "preset")
+                ));
+            }
+        }
+        cx.positive("train", "timeout_s", self.timeout_s)?;
+        let c = &self.criteria;
+        cx.positive(
+            "train.criteria",
+            "min_ckpt_write_gbps",
+            c.min_ckpt_write_gbps,
+        )?;
+        cx.positive("train.criteria", "max_step_p50_ms", c.max_step_p50_ms)?;
+        if c.min_ckpt_write_gbps.is_some() && self.ckpt_every == Some(0) {
+            return Err(anyhow!(
+                "{}: 0 writes no checkpoint, but train.criteria.min_ckpt_write_gbps judges one",
+                cx.at("train", "ckpt_every")
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ChaosSpec {
+    fn validate(&self, cx: &Field) -> Result<()> {
+        for k in &self.kinds {
+            let plain = ["kill", "hang", "exit", "slow", "corrupt-ckpt"].contains(&k.as_str());
+            let on_node = ["node-loss:", "link-cut:"]
+                .iter()
+                .any(|p| k.strip_prefix(p).is_some_and(|n| n.starts_with("node")));
+            if !(plain || on_node) {
+                return Err(anyhow!(
+                    "{}: unknown fault '{k}' (kill, hang, exit, slow, corrupt-ckpt, node-loss:nodeI, link-cut:nodeI)",
+                    cx.at("chaos", "kinds")
+                ));
+            }
+        }
+        if self.trials == 0 {
+            return Err(anyhow!("{}: must be at least 1", cx.at("chaos", "trials")));
+        }
+        cx.positive("chaos", "timeout_s", self.timeout_s)?;
+        let c = &self.criteria;
+        cx.positive("chaos.criteria", "max_detect_s", c.max_detect_s)?;
+        cx.positive("chaos.criteria", "max_recovery_s", c.max_recovery_s)
     }
 }
 

@@ -14,6 +14,13 @@ pub struct TimeStats {
     pub max_us: f64,
 }
 
+impl TimeStats {
+    /// "1.20 / 3.40 ms": the median and the 99th percentile, in milliseconds.
+    pub fn p50_p99_ms(&self) -> String {
+        format!("{:.2} / {:.2} ms", self.p50_us / 1e3, self.p99_us / 1e3)
+    }
+}
+
 /// Summarise iteration times given in seconds. Percentiles come from an
 /// hdrhistogram at nanosecond resolution with 3 significant digits; min, max and
 /// mean are exact.

@@ -15,7 +15,7 @@ use std::path::Path;
 
 /// Slowest group's busbw per (tier, collective, size), first type/op, out-of-place
 /// when measured.
-fn busbw_grid(d: &RunData) -> BTreeMap<(usize, String, CollKind, u64), f64> {
+fn busbw_grid(d: &RunData) -> Grid {
     let mut m = BTreeMap::new();
     let Some(s) = &d.sweep else { return m };
     for coll in planned(d, s).collectives {
@@ -45,6 +45,10 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
         _ => "-".into(),
     }
 }
+
+/// Slowest group's busbw per (tier order, tier, collective, size).
+type Grid = BTreeMap<GridKey, f64>;
+type GridKey = (usize, String, CollKind, u64);
 
 /// Build the comparison of `a` (the baseline) and `b`.
 pub fn build(a: &RunData, b: &RunData, name_a: &str, name_b: &str, charts: bool) -> Doc {
@@ -76,10 +80,38 @@ pub fn build(a: &RunData, b: &RunData, name_a: &str, name_b: &str, charts: bool)
     d.h(2, "busbw (GB/s, slowest group)");
     let ga = busbw_grid(a);
     let gb = busbw_grid(b);
-    let mut keys: Vec<&(usize, String, CollKind, u64)> = ga.keys().chain(gb.keys()).collect();
+    let mut keys: Vec<&GridKey> = ga.keys().chain(gb.keys()).collect();
     keys.sort();
     keys.dedup();
-    // Summary: each tier at its largest size common to both.
+    busbw_tables(&mut d, &keys, &ga, &gb);
+    if charts {
+        busbw_charts(&mut d, &keys, [(name_a, &ga), (name_b, &gb)]);
+    }
+
+    d.h(2, "Training and recovery");
+    let rows = side_by_side(a, b);
+    if rows.is_empty() {
+        d.p("Neither run has training or chaos results.");
+    } else {
+        d.table(&["metric", "A", "B", "B/A"], rows);
+    }
+    d
+}
+
+/// tier, collective, size, A, B, B/A.
+fn grid_row(k: &GridKey, ga: &Grid, gb: &Grid) -> Vec<String> {
+    vec![
+        k.1.clone(),
+        k.2.name().to_string(),
+        Bytes(k.3).to_string(),
+        f3(ga.get(k).copied()),
+        f3(gb.get(k).copied()),
+        ratio(ga.get(k).copied(), gb.get(k).copied()),
+    ]
+}
+
+/// Each tier at its largest size common to both, then every tier and size.
+fn busbw_tables(d: &mut Doc, keys: &[&GridKey], ga: &Grid, gb: &Grid) {
     let mut summary = Vec::new();
     let mut seen: Vec<(String, CollKind)> = Vec::new();
     for k in keys.iter().rev() {
@@ -88,14 +120,7 @@ pub fn build(a: &RunData, b: &RunData, name_a: &str, name_b: &str, charts: bool)
             continue;
         }
         seen.push(tc);
-        summary.push(vec![
-            k.1.clone(),
-            k.2.name().to_string(),
-            Bytes(k.3).to_string(),
-            f3(ga.get(*k).copied()),
-            f3(gb.get(*k).copied()),
-            ratio(ga.get(*k).copied(), gb.get(*k).copied()),
-        ]);
+        summary.push(grid_row(k, ga, gb));
     }
     summary.sort_by_key(|r| {
         (
@@ -114,66 +139,41 @@ pub fn build(a: &RunData, b: &RunData, name_a: &str, name_b: &str, charts: bool)
     }
     if !keys.is_empty() {
         d.h(3, "Per tier and size");
-        let rows = keys
-            .iter()
-            .map(|k| {
-                vec![
-                    k.1.clone(),
-                    k.2.name().to_string(),
-                    Bytes(k.3).to_string(),
-                    f3(ga.get(*k).copied()),
-                    f3(gb.get(*k).copied()),
-                    ratio(ga.get(*k).copied(), gb.get(*k).copied()),
-                ]
-            })
-            .collect();
+        let rows = keys.iter().map(|k| grid_row(k, ga, gb)).collect();
         d.table(&["tier", "collective", "size", "A", "B", "B/A"], rows);
     }
-    if charts {
-        let mut tiers: Vec<(String, CollKind)> = keys
-            .iter()
-            .filter(|k| k.1 != "pairs")
-            .map(|k| (k.1.clone(), k.2))
-            .collect();
-        tiers.dedup();
-        for (tier, coll) in tiers {
-            let line = |g: &BTreeMap<(usize, String, CollKind, u64), f64>| -> Vec<(u64, f64)> {
-                g.iter()
-                    .filter(|(k, _)| k.1 == tier && k.2 == coll)
-                    .map(|(k, v)| (k.3, *v))
-                    .collect()
-            };
-            d.chart(
-                &format!("{coll} {tier}"),
-                charts::busbw_vs_size(
-                    &format!("{coll} busbw, tier {tier}: A vs B"),
-                    &[
-                        BwSeries {
-                            label: format!("A {name_a}"),
-                            points: line(&ga),
-                            alert: false,
-                        },
-                        BwSeries {
-                            label: format!("B {name_b}"),
-                            points: line(&gb),
-                            alert: false,
-                        },
-                    ],
-                    None,
-                    &[],
-                ),
-            );
-        }
-    }
+}
 
-    d.h(2, "Training and recovery");
-    let rows = side_by_side(a, b);
-    if rows.is_empty() {
-        d.p("Neither run has training or chaos results.");
-    } else {
-        d.table(&["metric", "A", "B", "B/A"], rows);
+/// busbw against size of A and B, one chart per (tier, collective) but pairs.
+fn busbw_charts(d: &mut Doc, keys: &[&GridKey], runs: [(&str, &Grid); 2]) {
+    let mut tiers: Vec<(String, CollKind)> = keys
+        .iter()
+        .filter(|k| k.1 != "pairs")
+        .map(|k| (k.1.clone(), k.2))
+        .collect();
+    tiers.dedup();
+    for (tier, coll) in tiers {
+        let line = |g: &Grid| -> Vec<(u64, f64)> {
+            g.iter()
+                .filter(|(k, _)| k.1 == tier && k.2 == coll)
+                .map(|(k, v)| (k.3, *v))
+                .collect()
+        };
+        let series = [("A", runs[0]), ("B", runs[1])].map(|(ab, (name, g))| BwSeries {
+            label: format!("{ab} {name}"),
+            points: line(g),
+            alert: false,
+        });
+        d.chart(
+            &format!("{coll} {tier}"),
+            charts::busbw_vs_size(
+                &format!("{coll} busbw, tier {tier}: A vs B"),
+                &series,
+                None,
+                &[],
+            ),
+        );
     }
-    d
 }
 
 /// Criteria judged (PASS or FAIL) in both runs whose verdict differs, and those

@@ -8,14 +8,15 @@
 //! map the probe saw, else only what the points themselves show.
 use super::charts::{self, BwSeries};
 use super::cost;
-use super::data::{RunData, SweepData, TrainData, CHAOS_EVENTS};
+use super::data::{CkptView, RunData, SweepData, TrainData, TrainRun, CHAOS_EVENTS};
 use super::verdict;
-use super::Doc;
+use super::{Block, Doc, Table};
 use crate::card::SweepCriteria;
 use crate::kinds::TierKind;
 use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::results::acceptance::{passed, Criterion, JobStatus, Status};
-use crate::results::analysis::Analysis;
+use crate::results::analysis::{Analysis, PairMatrix};
+use crate::results::provenance::Provenance;
 use crate::results::sweep::Point;
 use crate::results::utc_text;
 use crate::topology;
@@ -231,7 +232,9 @@ fn header(d: &mut Doc, data: &RunData) {
     d.p(lines.join(" "));
 }
 
-fn verdict_section(d: &mut Doc, criteria: &[Criterion]) {
+/// One row per criterion: phase, criterion, measured, threshold, verdict (the
+/// report's table and the terminal's).
+pub fn verdict_table(criteria: &[Criterion]) -> Table {
     let rows = criteria
         .iter()
         .map(|c| {
@@ -244,10 +247,14 @@ fn verdict_section(d: &mut Doc, criteria: &[Criterion]) {
             ]
         })
         .collect();
-    d.table(
+    Table::new(
         &["phase", "criterion", "measured", "threshold", "verdict"],
         rows,
-    );
+    )
+}
+
+fn verdict_section(d: &mut Doc, criteria: &[Criterion]) {
+    d.blocks.push(Block::Table(verdict_table(criteria)));
     d.p(format!("**{}**", summary_line(criteria)));
     let details: Vec<String> = criteria
         .iter()
@@ -283,6 +290,23 @@ fn provenance(d: &mut Doc, data: &RunData) {
         .and_then(|t| t.run.as_ref())
         .and_then(|r| r.provenance.as_ref());
     let prov = sweep_prov.or(train_prov);
+    d.list(provenance_items(data, prov));
+    node_table(d, data);
+    command_lines(d, data, sweep_prov, train_prov);
+    let env: Vec<String> = prov
+        .iter()
+        .flat_map(|p| p.env.iter())
+        .filter(|(k, _)| interesting_env(k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    if !env.is_empty() {
+        d.h(3, "Environment (rank 0; launcher plumbing left out)");
+        d.code(env.join("\n"));
+    }
+}
+
+/// burnin, the launch, the world, MPI and the software stack, one item each.
+fn provenance_items(data: &RunData, prov: Option<&Provenance>) -> Vec<String> {
     let mut items = Vec::new();
     if let Some(a) = &data.acceptance {
         items.push(format!(
@@ -323,76 +347,71 @@ fn provenance(d: &mut Doc, data: &RunData) {
             ));
         }
     }
-    d.list(items);
+    items
+}
+
+/// Every node with its host, ranks and GPUs (as the probe saw them).
+fn node_table(d: &mut Doc, data: &RunData) {
     let nodes = data.nodes();
-    if !nodes.is_empty() {
-        let rows = nodes
-            .iter()
-            .map(|n| {
-                let gpus: Vec<String> = data
-                    .probe
-                    .iter()
-                    .flatten()
-                    .filter(|r| r.node == n.index)
-                    .map(|r| r.gpu.clone().unwrap_or_else(|| "none".into()))
-                    .collect();
-                let gpu = if gpus.is_empty() {
-                    "-".into()
-                } else {
-                    let first = &gpus[0];
-                    if gpus.iter().all(|g| g == first) {
-                        format!("{} × {first}", gpus.len())
-                    } else {
-                        gpus.join(", ")
-                    }
-                };
-                vec![
-                    n.index.to_string(),
-                    n.host.clone(),
-                    format!("{:?}", n.ranks),
-                    gpu,
-                ]
-            })
-            .collect();
-        d.table(&["node", "host", "ranks", "GPUs"], rows);
+    if nodes.is_empty() {
+        return;
     }
-    // Command lines: every job of an acceptance run, else the workloads' own.
+    let rows = nodes
+        .iter()
+        .map(|n| {
+            let gpus: Vec<String> = data
+                .probe
+                .iter()
+                .flatten()
+                .filter(|r| r.node == n.index)
+                .map(|r| r.gpu.clone().unwrap_or_else(|| "none".into()))
+                .collect();
+            let gpu = if gpus.is_empty() {
+                "-".into()
+            } else {
+                let first = &gpus[0];
+                if gpus.iter().all(|g| g == first) {
+                    format!("{} × {first}", gpus.len())
+                } else {
+                    gpus.join(", ")
+                }
+            };
+            vec![
+                n.index.to_string(),
+                n.host.clone(),
+                format!("{:?}", n.ranks),
+                gpu,
+            ]
+        })
+        .collect();
+    d.table(&["node", "host", "ranks", "GPUs"], rows);
+}
+
+/// Command lines: every job of an acceptance run, else the workloads' own.
+fn command_lines(
+    d: &mut Doc,
+    data: &RunData,
+    sweep_prov: Option<&Provenance>,
+    train_prov: Option<&Provenance>,
+) {
+    let words =
+        |argv: &[String]| shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default();
     let mut cmds = Vec::new();
     if let Some(a) = &data.acceptance {
-        cmds.push(format!(
-            "# burnin run\n{}",
-            shlex::try_join(a.argv.iter().map(String::as_str)).unwrap_or_default()
-        ));
+        cmds.push(format!("# burnin run\n{}", words(&a.argv)));
         for j in a.jobs.iter().filter(|j| !j.argv.is_empty()) {
-            cmds.push(format!(
-                "# {}\n{}",
-                j.name,
-                shlex::try_join(j.argv.iter().map(String::as_str)).unwrap_or_default()
-            ));
+            cmds.push(format!("# {}\n{}", j.name, words(&j.argv)));
         }
     } else {
         for (name, p) in [("sweep", sweep_prov), ("train", train_prov)] {
             if let Some(p) = p {
-                cmds.push(format!(
-                    "# {name}\n{}",
-                    shlex::try_join(p.argv.iter().map(String::as_str)).unwrap_or_default()
-                ));
+                cmds.push(format!("# {name}\n{}", words(&p.argv)));
             }
         }
     }
     if !cmds.is_empty() {
         d.h(3, "Command lines");
         d.code(cmds.join("\n"));
-    }
-    let env: Vec<String> = prov
-        .iter()
-        .flat_map(|p| p.env.iter())
-        .filter(|(k, _)| interesting_env(k))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    if !env.is_empty() {
-        d.h(3, "Environment (rank 0; launcher plumbing left out)");
-        d.code(env.join("\n"));
     }
 }
 
@@ -564,10 +583,46 @@ fn sweep_criteria(data: &RunData) -> SweepCriteria {
 
 fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
     let crit = sweep_criteria(data);
-    let analysis = verdict::sweep_analysis_all(data, s, &crit);
     let judged = verdict::sweep_analysis(data, s, &crit);
     let plan = planned(data, s);
     let (miss, groups_missing) = missing(&plan, &s.points);
+    let v = SweepView {
+        data,
+        s,
+        analysis: verdict::sweep_analysis_all(data, s, &crit),
+        plan,
+        miss,
+        charts,
+    };
+    sweep_intro(d, s, &v.plan, &crit);
+    sweep_findings(d, s, &crit, &v.analysis, &judged);
+    tier_table(d, &v.analysis);
+    if let Some(t) = s.report.as_ref().and_then(|r| r.transport.as_ref()) {
+        transport_section(d, t);
+    }
+    for &coll in &v.plan.collectives {
+        busbw_by_size(d, &v, coll);
+    }
+    for m in &v.analysis.pair_matrices {
+        pair_matrix(d, m, &v.analysis.outlier_nodes, charts);
+    }
+    rank_spread(d, data, s, &v.plan, charts);
+    missing_section(d, &v.miss, groups_missing);
+}
+
+/// What the sweep's tables and charts are drawn from: the plan and what of it was
+/// not measured, and every tier analysed by the card's rules.
+struct SweepView<'a> {
+    data: &'a RunData,
+    s: &'a SweepData,
+    plan: Planned,
+    miss: Vec<Missing>,
+    analysis: Analysis,
+    charts: bool,
+}
+
+/// What was measured, at which sizes, and whether the sweep finished.
+fn sweep_intro(d: &mut Doc, s: &SweepData, plan: &Planned, crit: &SweepCriteria) {
     let backend = s
         .report
         .as_ref()
@@ -595,6 +650,16 @@ fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
             )
         }
     ));
+}
+
+/// The findings in the tiers the card judges, then those in the others (not counted).
+fn sweep_findings(
+    d: &mut Doc,
+    s: &SweepData,
+    crit: &SweepCriteria,
+    analysis: &Analysis,
+    judged: &Analysis,
+) {
     let of_what = if s.finished() {
         ""
     } else {
@@ -629,123 +694,134 @@ fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
         d.p("In tiers the card does not judge (shown, not counted):");
         d.list(unjudged);
     }
-    tier_table(d, &analysis);
-    if let Some(t) = s.report.as_ref().and_then(|r| r.transport.as_ref()) {
-        transport_section(d, t);
-    }
-    for &coll in &plan.collectives {
-        let pts = shown(&s.points, coll);
-        let tiers: Vec<&str> = plan.tiers.iter().map(|t| t.0.as_str()).collect();
-        d.h(
-            3,
-            format!("{coll}: busbw by message size (GB/s, slowest group of each tier)"),
-        );
-        let mut rows = Vec::new();
-        for &b in &plan.sizes {
+}
+
+/// One collective's busbw by size and tier (the slowest group), and its charts.
+fn busbw_by_size(d: &mut Doc, v: &SweepView, coll: CollKind) {
+    let plan = &v.plan;
+    let pts = shown(&v.s.points, coll);
+    let tiers: Vec<&str> = plan.tiers.iter().map(|t| t.0.as_str()).collect();
+    d.h(
+        3,
+        format!("{coll}: busbw by message size (GB/s, slowest group of each tier)"),
+    );
+    let rows = plan
+        .sizes
+        .iter()
+        .map(|&b| {
             let mut row = vec![Bytes(b).to_string()];
-            for t in &tiers {
-                let at: Vec<f64> = pts
-                    .iter()
-                    .filter(|p| p.tier.name() == *t && p.bytes == b)
-                    .map(|p| p.busbw_gbps)
-                    .collect();
-                let planned_here = tier_sizes(t, &plan.sizes).contains(&b);
-                row.push(if !at.is_empty() {
-                    f3(at.iter().copied().fold(f64::INFINITY, f64::min))
-                } else if planned_here
-                    && miss
-                        .iter()
-                        .any(|m| m.0 == *t && m.1 == coll && m.2.contains(&b))
-                {
-                    "missing".into()
-                } else {
-                    "-".into()
-                });
-            }
-            rows.push(row);
-        }
-        let mut header = vec!["size"];
-        header.extend(tiers.iter().copied());
-        d.table(&header, rows);
-        if charts {
-            for t in tiers.iter().filter(|t| **t != "pairs") {
-                bw_chart(d, data, &analysis, &pts, &miss, t, coll);
-            }
+            row.extend(tiers.iter().map(|t| busbw_cell(v, &pts, t, coll, b)));
+            row
+        })
+        .collect();
+    let mut header = vec!["size"];
+    header.extend(tiers.iter().copied());
+    d.table(&header, rows);
+    if v.charts {
+        for t in tiers.iter().filter(|t| **t != "pairs") {
+            bw_chart(d, v.data, &v.analysis, &pts, &v.miss, t, coll);
         }
     }
-    for m in &analysis.pair_matrices {
-        d.h(
-            3,
-            format!(
-                "Node pairs: {} busbw at {} (GB/s)",
-                m.collective,
-                Bytes(m.bytes)
-            ),
-        );
-        let outliers = &analysis.outlier_nodes;
-        if m.nodes.len() <= 32 {
-            let label = |h: &String| {
-                if outliers.contains(h) {
-                    format!("{h} (outlier)")
-                } else {
-                    h.clone()
-                }
-            };
-            let rows = m
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(i, h)| {
-                    let mut r = vec![label(h)];
-                    r.extend(
-                        m.busbw_gbps[i]
-                            .iter()
-                            .map(|v| v.map(f3).unwrap_or_else(|| "-".into())),
-                    );
-                    r
-                })
-                .collect();
-            let mut header = vec![String::from("node")];
-            header.extend(m.nodes.iter().cloned());
-            let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
-            d.table(&header_refs, rows);
-        } else {
-            d.p(format!(
-                "{} nodes: the matrix is in report.html and run.json.",
-                m.nodes.len()
-            ));
-        }
-        if charts {
-            d.chart(
-                &format!("node pairs {}", m.collective),
-                charts::pair_heatmap(
-                    &format!("node pairs: {} busbw at {}", m.collective, Bytes(m.bytes)),
-                    &m.nodes,
-                    &m.busbw_gbps,
-                    outliers,
-                ),
-            );
-        }
-    }
-    rank_spread(d, data, s, &plan, charts);
-    if !miss.is_empty() || !groups_missing.is_empty() {
-        d.h(3, "Missing");
-        let mut items: Vec<String> = miss
+}
+
+/// The slowest group's busbw of `tier` at `b`; "missing" when planned and not
+/// measured, "-" when not planned.
+fn busbw_cell(v: &SweepView, pts: &[&Point], tier: &str, coll: CollKind, b: u64) -> String {
+    let at: Vec<f64> = pts
+        .iter()
+        .filter(|p| p.tier.name() == tier && p.bytes == b)
+        .map(|p| p.busbw_gbps)
+        .collect();
+    let planned_here = tier_sizes(tier, &v.plan.sizes).contains(&b);
+    if !at.is_empty() {
+        f3(at.iter().copied().fold(f64::INFINITY, f64::min))
+    } else if planned_here
+        && v.miss
             .iter()
-            .map(|(t, c, sizes)| {
-                format!(
-                    "tier {t} {c}: {} not measured",
-                    sizes
+            .any(|m| m.0 == tier && m.1 == coll && m.2.contains(&b))
+    {
+        "missing".into()
+    } else {
+        "-".into()
+    }
+}
+
+/// The node-pair matrix: a table up to 32 nodes, and its heat map.
+fn pair_matrix(d: &mut Doc, m: &PairMatrix, outliers: &[String], charts: bool) {
+    d.h(
+        3,
+        format!(
+            "Node pairs: {} busbw at {} (GB/s)",
+            m.collective,
+            Bytes(m.bytes)
+        ),
+    );
+    if m.nodes.len() <= 32 {
+        let label = |h: &String| {
+            if outliers.contains(h) {
+                format!("{h} (outlier)")
+            } else {
+                h.clone()
+            }
+        };
+        let rows = m
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let mut r = vec![label(h)];
+                r.extend(
+                    m.busbw_gbps[i]
                         .iter()
-                        .map(|b| Bytes(*b).to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
+                        .map(|v| v.map(f3).unwrap_or_else(|| "-".into())),
+                );
+                r
             })
             .collect();
-        items.extend(groups_missing);
-        d.list(items);
+        let mut header = vec![String::from("node")];
+        header.extend(m.nodes.iter().cloned());
+        let header_refs: Vec<&str> = header.iter().map(String::as_str).collect();
+        d.table(&header_refs, rows);
+    } else {
+        d.p(format!(
+            "{} nodes: the matrix is in report.html and run.json.",
+            m.nodes.len()
+        ));
     }
+    if charts {
+        d.chart(
+            &format!("node pairs {}", m.collective),
+            charts::pair_heatmap(
+                &format!("node pairs: {} busbw at {}", m.collective, Bytes(m.bytes)),
+                &m.nodes,
+                &m.busbw_gbps,
+                outliers,
+            ),
+        );
+    }
+}
+
+/// What the plan called for and no point measured.
+fn missing_section(d: &mut Doc, miss: &[Missing], groups_missing: Vec<String>) {
+    if miss.is_empty() && groups_missing.is_empty() {
+        return;
+    }
+    d.h(3, "Missing");
+    let mut items: Vec<String> = miss
+        .iter()
+        .map(|(t, c, sizes)| {
+            format!(
+                "tier {t} {c}: {} not measured",
+                sizes
+                    .iter()
+                    .map(|b| Bytes(*b).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    items.extend(groups_missing);
+    d.list(items);
 }
 
 /// Which transports carried each tier (and, for NCCL, each host's view).
@@ -824,22 +900,13 @@ fn tier_table(d: &mut Doc, a: &Analysis) {
         .tiers
         .iter()
         .map(|t| {
-            let worst = t
-                .groups
-                .iter()
-                .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
-            vec![
-                t.tier.to_string(),
-                t.collective.name().to_string(),
-                t.groups.len().to_string(),
-                f3(t.median_gbps),
-                worst.map(|g| f3(g.busbw_gbps)).unwrap_or_default(),
-                worst.map(|g| g.label.clone()).unwrap_or_default(),
-                t.expected_gbps.map(f3).unwrap_or_else(|| "-".into()),
+            let mut r = t.table_cells();
+            r.push(
                 t.worst_vs_expected
                     .map(|w| format!("{:.0}%", w * 100.0))
                     .unwrap_or_else(|| "-".into()),
-            ]
+            );
+            r
         })
         .collect();
     d.table(
@@ -1005,104 +1072,125 @@ fn train_section(d: &mut Doc, data: &RunData, charts: bool) {
         d.p("The uninterrupted training run left no results.");
         return;
     };
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
+    let mut rows = Rows::default();
     match &t.run {
-        Some(r) => {
-            row(
-                "device",
-                format!(
-                    "{} ({:.2} M parameters)",
-                    r.device,
-                    r.parameters as f64 / 1e6
-                ),
-            );
-            row(
-                "steps",
-                format!("{}..{} ({} run)", r.first_step, r.last_step, r.steps_run),
-            );
-            if let (Some(a), Some(b)) = (r.losses.first(), r.losses.last()) {
-                row("loss first → last", format!("{a:.4} → {b:.4}"));
-            }
-            row(
-                "step time p50 / p99",
-                format!(
-                    "{:.2} / {:.2} ms",
-                    r.step_time.p50_us / 1e3,
-                    r.step_time.p99_us / 1e3
-                ),
-            );
-            row("tokens/s (all ranks)", format!("{:.0}", r.tokens_per_s));
-            row(
-                "compute / gradient exchange / optimizer",
-                format!(
-                    "{:.0}% / {:.0}% / {:.0}%",
-                    r.compute_fraction * 100.0,
-                    r.comm_fraction * 100.0,
-                    r.optimizer_fraction * 100.0
-                ),
-            );
-            for b in &r.allreduce {
-                row(
-                    "gradient all-reduce",
-                    format!(
-                        "{} bucket(s) of {} per step: p50 {:.3} ms, busbw {} GB/s{}",
-                        b.buckets,
-                        crate::units::Bytes(b.bytes),
-                        b.time_p50_s * 1e3,
-                        f3(b.busbw_gbps),
-                        r.grad_path
-                            .as_deref()
-                            .map(|p| format!(" ({p})"))
-                            .unwrap_or_default()
-                    ),
-                );
-            }
-            if let Some(e) = data.comm_efficiency() {
-                row(
-                    "all-reduce vs the sweep",
-                    format!(
-                        "{:.2} of the sweep's world all_reduce busbw at {} ({} GB/s)",
-                        e.ratio,
-                        crate::units::Bytes(e.bytes),
-                        f3(e.sweep_busbw_gbps)
-                    ),
-                );
-            }
-            if let Some(s) = &r.storage {
-                row(
-                    "checkpoint write (all ranks)",
-                    format!(
-                        "{} GB/s, {} of the raw file speed",
-                        s.ckpt_write_gbps.map(f3).unwrap_or_else(|| "-".into()),
-                        s.write_ratio
-                            .map(|x| format!("{:.0}%", x * 100.0))
-                            .unwrap_or_else(|| "-".into())
-                    ),
-                );
-            }
-            row("final weights sha256", r.final_weights_sha256.clone());
-            row(
-                "replicas agree",
-                if r.replicas_agree { "yes" } else { "NO" }.into(),
-            );
-            for p in &r.problems {
-                row("problem", p.clone());
-            }
-        }
-        None => row(
+        Some(r) => train_run_rows(&mut rows, data, r),
+        None => rows.row(
             "steps",
             format!("{} measured; the run did not finish", t.steps.len()),
         ),
     }
+    resume_rows(&mut rows, data);
+    d.table(&["metric", "value"], rows.0);
+    let ckpts = t.checkpoints();
+    checkpoint_table(d, &ckpts);
+    if charts {
+        train_charts(d, data, t, &ckpts);
+    }
+}
+
+/// The rows of a metric/value table.
+#[derive(Default)]
+struct Rows(Vec<Vec<String>>);
+
+impl Rows {
+    fn row(&mut self, k: &str, v: String) {
+        self.0.push(vec![k.to_string(), v]);
+    }
+}
+
+/// A finished training run: what it ran, how fast, and what it ended with.
+fn train_run_rows(rows: &mut Rows, data: &RunData, r: &TrainRun) {
+    rows.row(
+        "device",
+        format!(
+            "{} ({:.2} M parameters)",
+            r.device,
+            r.parameters as f64 / 1e6
+        ),
+    );
+    rows.row(
+        "steps",
+        format!("{}..{} ({} run)", r.first_step, r.last_step, r.steps_run),
+    );
+    if let (Some(a), Some(b)) = (r.losses.first(), r.losses.last()) {
+        rows.row("loss first → last", format!("{a:.4} → {b:.4}"));
+    }
+    rows.row("step time p50 / p99", r.step_time.p50_p99_ms());
+    rows.row("tokens/s (all ranks)", format!("{:.0}", r.tokens_per_s));
+    rows.row(
+        "compute / gradient exchange / optimizer",
+        format!(
+            "{:.0}% / {:.0}% / {:.0}%",
+            r.compute_fraction * 100.0,
+            r.comm_fraction * 100.0,
+            r.optimizer_fraction * 100.0
+        ),
+    );
+    train_comm_rows(rows, data, r);
+    if let Some(s) = &r.storage {
+        rows.row(
+            "checkpoint write (all ranks)",
+            format!(
+                "{} GB/s, {} of the raw file speed",
+                s.ckpt_write_gbps.map(f3).unwrap_or_else(|| "-".into()),
+                s.write_ratio
+                    .map(|x| format!("{:.0}%", x * 100.0))
+                    .unwrap_or_else(|| "-".into())
+            ),
+        );
+    }
+    rows.row("final weights sha256", r.final_weights_sha256.clone());
+    rows.row(
+        "replicas agree",
+        if r.replicas_agree { "yes" } else { "NO" }.into(),
+    );
+    for p in &r.problems {
+        rows.row("problem", p.clone());
+    }
+}
+
+/// The gradient all-reduce: each bucket size, and against the sweep.
+fn train_comm_rows(rows: &mut Rows, data: &RunData, r: &TrainRun) {
+    for b in &r.allreduce {
+        rows.row(
+            "gradient all-reduce",
+            format!(
+                "{} bucket(s) of {} per step: p50 {:.3} ms, busbw {} GB/s{}",
+                b.buckets,
+                crate::units::Bytes(b.bytes),
+                b.time_p50_s * 1e3,
+                f3(b.busbw_gbps),
+                r.grad_path
+                    .as_deref()
+                    .map(|p| format!(" ({p})"))
+                    .unwrap_or_default()
+            ),
+        );
+    }
+    if let Some(e) = data.comm_efficiency() {
+        rows.row(
+            "all-reduce vs the sweep",
+            format!(
+                "{:.2} of the sweep's world all_reduce busbw at {} ({} GB/s)",
+                e.ratio,
+                crate::units::Bytes(e.bytes),
+                f3(e.sweep_busbw_gbps)
+            ),
+        );
+    }
+}
+
+/// The two halves of the resume check, when they ran.
+fn resume_rows(rows: &mut Rows, data: &RunData) {
     if let Some(p) = data.train_part.as_ref().and_then(|p| p.run.as_ref()) {
-        row(
+        rows.row(
             "resume check: first half",
             format!("steps 1..{}, checkpoint at {}", p.last_step, p.last_step),
         );
     }
     if let Some(r) = data.train_resume.as_ref().and_then(|p| p.run.as_ref()) {
-        row(
+        rows.row(
             "resume check: resumed run",
             format!(
                 "from step {} to {}, restore {}, final sha256 {}",
@@ -1116,61 +1204,65 @@ fn train_section(d: &mut Doc, data: &RunData, charts: bool) {
             ),
         );
     }
-    d.table(&["metric", "value"], rows);
-    let ckpts = t.checkpoints();
-    if !ckpts.is_empty() {
-        let rows = ckpts
-            .iter()
-            .map(|c| {
-                vec![
-                    c.step.to_string(),
-                    human_bytes(c.bytes),
-                    format!("{:.3}", c.write_s),
-                    f3(c.write_gbps),
-                    format!("{:.3}", c.stall_s),
-                ]
-            })
-            .collect();
-        d.table(
-            &[
-                "checkpoint step",
-                "bytes",
-                "write s",
-                "write GB/s",
-                "stall s",
-            ],
-            rows,
-        );
+}
+
+fn checkpoint_table(d: &mut Doc, ckpts: &[CkptView]) {
+    if ckpts.is_empty() {
+        return;
     }
-    if charts {
-        let marks: Vec<(f64, String)> = ckpts
-            .iter()
-            .map(|c| (c.step as f64, "checkpoint".to_string()))
-            .collect();
-        let mut series = vec![("uninterrupted".to_string(), loss_points(t))];
-        if let Some(r) = &data.train_resume {
-            series.push(("resumed".to_string(), loss_points(r)));
-        }
+    let rows = ckpts
+        .iter()
+        .map(|c| {
+            vec![
+                c.step.to_string(),
+                human_bytes(c.bytes),
+                format!("{:.3}", c.write_s),
+                f3(c.write_gbps),
+                format!("{:.3}", c.stall_s),
+            ]
+        })
+        .collect();
+    d.table(
+        &[
+            "checkpoint step",
+            "bytes",
+            "write s",
+            "write GB/s",
+            "stall s",
+        ],
+        rows,
+    );
+}
+
+/// Loss (uninterrupted and resumed) and step time over the steps, checkpoints marked.
+fn train_charts(d: &mut Doc, data: &RunData, t: &TrainData, ckpts: &[CkptView]) {
+    let marks: Vec<(f64, String)> = ckpts
+        .iter()
+        .map(|c| (c.step as f64, "checkpoint".to_string()))
+        .collect();
+    let mut series = vec![("uninterrupted".to_string(), loss_points(t))];
+    if let Some(r) = &data.train_resume {
+        series.push(("resumed".to_string(), loss_points(r)));
+    }
+    d.chart(
+        "loss",
+        charts::over_steps("training loss", "loss", &series, &marks),
+    );
+    let times: Vec<(f64, f64)> = t
+        .steps
+        .iter()
+        .map(|s| (s.step as f64, s.step_s * 1e3))
+        .collect();
+    if !times.is_empty() {
         d.chart(
-            "loss",
-            charts::over_steps("training loss", "loss", &series, &marks),
+            "step time",
+            charts::over_steps(
+                "step time (slowest rank)",
+                "ms",
+                &[("step time".to_string(), times)],
+                &marks,
+            ),
         );
-        let times: Vec<(f64, f64)> = t
-            .steps
-            .iter()
-            .map(|s| (s.step as f64, s.step_s * 1e3))
-            .collect();
-        if !times.is_empty() {
-            d.chart(
-                "step time",
-                charts::over_steps(
-                    "step time (slowest rank)",
-                    "ms",
-                    &[("step time".to_string(), times)],
-                    &marks,
-                ),
-            );
-        }
     }
 }
 

@@ -73,6 +73,21 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+impl Table {
+    pub fn new(header: &[&str], rows: Vec<Vec<String>>) -> Table {
+        Table {
+            header: header.iter().map(|h| h.to_string()).collect(),
+            rows,
+        }
+    }
+
+    /// The table as aligned text, for the terminal.
+    pub fn text(&self) -> String {
+        let header: Vec<&str> = self.header.iter().map(String::as_str).collect();
+        table::render(&header, &self.rows)
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Chart {
     pub title: String,
@@ -99,10 +114,7 @@ impl Doc {
         }
     }
     pub fn table(&mut self, header: &[&str], rows: Vec<Vec<String>>) {
-        self.blocks.push(Block::Table(Table {
-            header: header.iter().map(|h| h.to_string()).collect(),
-            rows,
-        }));
+        self.blocks.push(Block::Table(Table::new(header, rows)));
     }
     pub fn code(&mut self, text: impl Into<String>) {
         self.blocks.push(Block::Code(text.into()));
@@ -145,24 +157,10 @@ pub fn render_dir(dir: &Path, out: &Path) -> Result<Rendered> {
     })
 }
 
-/// The verdict as an aligned text table with a last line, for the terminal.
+/// The verdict as an aligned text table with a last line, for the terminal: the
+/// report's verdict table, as text.
 pub fn verdict_text(criteria: &[Criterion]) -> String {
-    let rows: Vec<Vec<String>> = criteria
-        .iter()
-        .map(|c| {
-            vec![
-                c.phase.clone(),
-                c.what.clone(),
-                c.measured.clone(),
-                c.threshold.clone(),
-                c.status.label().to_string(),
-            ]
-        })
-        .collect();
-    let mut s = table::render(
-        &["phase", "criterion", "measured", "threshold", "verdict"],
-        &rows,
-    );
+    let mut s = doc::verdict_table(criteria).text();
     s.push_str(&format!("# verdict: {}\n", doc::summary_line(criteria)));
     s
 }

@@ -9,13 +9,13 @@
 //!   not selected (`--phases`) leaves its criteria NOT RUN, which is not a failure;
 //! - a folder without a card (a bare `burnin sweep --out` folder) is judged by the
 //!   defaults: zero wrong elements, no outlier, and the topology's own `min_fraction`.
-use super::data::{ProbeRow, RunData, SweepData, TrainData};
+use super::data::{ChaosTrial, ProbeRow, RunData, SweepData, TrainData, TrainRun};
 use crate::card::{Card, ChaosCriteria, SweepCriteria, TrainCriteria};
 use crate::kinds::CollKind;
 use crate::kinds::TierKind;
 use crate::results::acceptance::JobStatus;
 pub use crate::results::acceptance::{Criterion, Status};
-use crate::results::analysis::Analysis;
+use crate::results::analysis::{Analysis, TierResult};
 use crate::sweep::analysis::{analyze, Rules};
 use crate::topology::file::Topology;
 use crate::units::Bytes;
@@ -348,98 +348,138 @@ pub fn sweep_analysis_all(data: &RunData, sweep: &SweepData, c: &SweepCriteria) 
 
 fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
     let g = gate(data, "sweep");
-    let coll = CollKind::parse(&c.collective).unwrap_or(CollKind::AllReduce);
-    let at = c
-        .at_bytes
-        .map(|b| format!("at ≥ {b}"))
-        .unwrap_or_else(|| "at the largest size".into());
-    let mut out = Vec::new();
-    let sweep = data.sweep.as_ref();
-    let analysis = sweep.map(|s| sweep_analysis(data, s, c));
-    // Completeness: a sweep without run.json did not finish.
-    let mut done = crit(
-        "sweep.complete",
-        "sweep",
-        "the sweep measured every planned size and tier".into(),
-        "finished (run.json)".into(),
-    );
-    if let Some(s) = sweep {
-        if s.finished() {
-            done.measured = format!("{} point(s), finished", s.points.len());
-            done.status = Status::Pass;
-        } else {
-            done.measured = format!("{} point(s), did not finish", s.points.len());
+    let j = SweepJudge::new(data, c);
+    let mut out = vec![gated(&g, j.complete())];
+    for (tier, floor) in &c.min_busbw_gbps {
+        out.push(gated(&g, j.busbw(tier, *floor)));
+    }
+    if let Some(frac) = c.min_fraction_of_expected {
+        out.extend(j.expected(&g, frac));
+    }
+    if c.no_outlier {
+        out.push(gated(&g, j.no_outlier()));
+    }
+    if let Some(k) = judge_transport(data, c) {
+        out.push(gated(&g, k));
+    }
+    if c.zero_wrong {
+        out.push(gated(&g, j.zero_wrong()));
+    }
+    out
+}
+
+/// What the sweep's criteria read: the collective they judge, the message size in
+/// words, the sweep (when it left anything) and its analysis by the card's rules.
+struct SweepJudge<'a> {
+    data: &'a RunData,
+    coll: CollKind,
+    at: String,
+    sweep: Option<&'a SweepData>,
+    analysis: Option<Analysis>,
+}
+
+impl<'a> SweepJudge<'a> {
+    fn new(data: &'a RunData, c: &SweepCriteria) -> Self {
+        let sweep = data.sweep.as_ref();
+        SweepJudge {
+            data,
+            coll: CollKind::parse(&c.collective).unwrap_or(CollKind::AllReduce),
+            at: c
+                .at_bytes
+                .map(|b| format!("at ≥ {b}"))
+                .unwrap_or_else(|| "at the largest size".into()),
+            sweep,
+            analysis: sweep.map(|s| sweep_analysis(data, s, c)),
         }
     }
-    out.push(gated(&g, done));
-    let tiers_of = |tier: &str| -> Vec<&crate::results::analysis::TierResult> {
-        analysis
+
+    /// The analysed tiers of the judged collective.
+    fn tiers(&self) -> impl Iterator<Item = &TierResult> {
+        self.analysis
             .iter()
             .flat_map(|a| a.tiers.iter())
-            .filter(|t| t.tier.name() == tier && t.collective == coll)
-            .collect()
-    };
-    let worst_group = |tier: &str| {
-        tiers_of(tier)
-            .into_iter()
-            .flat_map(|t| t.groups.iter())
-            .min_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps))
-            .cloned()
-    };
-    for (tier, floor) in &c.min_busbw_gbps {
+            .filter(move |t| t.collective == self.coll)
+    }
+
+    /// Completeness: a sweep without run.json did not finish.
+    fn complete(&self) -> Criterion {
+        let mut done = crit(
+            "sweep.complete",
+            "sweep",
+            "the sweep measured every planned size and tier".into(),
+            "finished (run.json)".into(),
+        );
+        if let Some(s) = self.sweep {
+            if s.finished() {
+                done.measured = format!("{} point(s), finished", s.points.len());
+                done.status = Status::Pass;
+            } else {
+                done.measured = format!("{} point(s), did not finish", s.points.len());
+            }
+        }
+        done
+    }
+
+    /// `min_busbw_gbps`: the slowest group of `tier` against its floor.
+    fn busbw(&self, tier: &str, floor: f64) -> Criterion {
+        let coll = self.coll;
         let tier = TierKind::parse(tier).map(|k| k.name()).unwrap_or(tier);
         let mut k = crit(
             &format!("sweep.busbw.{tier}"),
             "sweep",
-            format!("{coll} busbw {at}, tier {tier} (slowest group)"),
+            format!("{coll} busbw {}, tier {tier} (slowest group)", self.at),
             format!("≥ {floor} GB/s"),
         );
-        if let Some(wg) = worst_group(tier) {
+        let slowest = self
+            .tiers()
+            .filter(|t| t.tier.name() == tier)
+            .flat_map(|t| t.groups.iter())
+            .min_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps));
+        if let Some(wg) = slowest {
             k.measured = format!(
                 "{:.3} GB/s ({} at {})",
                 wg.busbw_gbps,
                 wg.label,
                 Bytes(wg.bytes)
             );
-            k.status = if wg.busbw_gbps >= *floor {
+            k.status = if wg.busbw_gbps >= floor {
                 Status::Pass
             } else {
                 Status::Fail
             };
-        } else if sweep.is_some() {
+        } else if self.sweep.is_some() {
             k.measured = "not measured".into();
         }
-        out.push(gated(&g, k));
+        k
     }
-    if let Some(frac) = c.min_fraction_of_expected {
-        let judged: Vec<&crate::results::analysis::TierResult> = analysis
-            .iter()
-            .flat_map(|a| a.tiers.iter())
-            .filter(|t| t.collective == coll && t.expected_gbps.is_some())
-            .collect();
-        if data.topology().is_none() {
-            let mut k = crit(
+
+    /// `min_fraction_of_expected`: one criterion per tier the topology expects a
+    /// number of (NOT RUN without a topology, FAIL when no such tier was measured).
+    fn expected(&self, g: &Gate, frac: f64) -> Vec<Criterion> {
+        let coll = self.coll;
+        let judged: Vec<&TierResult> = self.tiers().filter(|t| t.expected_gbps.is_some()).collect();
+        let mut out = Vec::new();
+        let whole = || {
+            crit(
                 "sweep.expected",
                 "sweep",
-                format!("{coll} busbw {at} vs the topology's expectation"),
+                format!("{coll} busbw {} vs the topology's expectation", self.at),
                 format!("≥ {:.0}% of expected", frac * 100.0),
-            );
+            )
+        };
+        if self.data.topology().is_none() {
+            let mut k = whole();
             k.status = Status::NotRun;
             k.measured = "-".into();
             k.detail = "no topology file to expect anything from".into();
             out.push(k);
         }
-        if judged.is_empty() && data.topology().is_some() {
-            let mut k = crit(
-                "sweep.expected",
-                "sweep",
-                format!("{coll} busbw {at} vs the topology's expectation"),
-                format!("≥ {:.0}% of expected", frac * 100.0),
-            );
-            if sweep.is_some() {
+        if judged.is_empty() && self.data.topology().is_some() {
+            let mut k = whole();
+            if self.sweep.is_some() {
                 k.measured = "no tier with an expectation measured".into();
             }
-            out.push(gated(&g, k));
+            out.push(gated(g, k));
         }
         let mut seen: Vec<&str> = Vec::new();
         for t in &judged {
@@ -447,51 +487,56 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
                 continue;
             }
             seen.push(t.tier.name());
-            // The worst of the tier's (type, op, placement) results.
-            let worst = judged
-                .iter()
-                .filter(|x| x.tier == t.tier)
-                .min_by(|a, b| {
-                    a.worst_vs_expected
-                        .unwrap_or(0.0)
-                        .total_cmp(&b.worst_vs_expected.unwrap_or(0.0))
-                })
-                .copied()
-                .unwrap_or(t);
-            let expected = worst.expected_gbps.unwrap_or(0.0);
-            let ratio = worst.worst_vs_expected.unwrap_or(0.0);
-            let wg = worst
-                .groups
-                .iter()
-                .min_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps));
-            let mut k = crit(
-                &format!("sweep.expected.{}", t.tier),
-                "sweep",
-                format!("{coll} busbw {at}, tier {} vs the topology", t.tier),
-                format!("≥ {:.0}% of {expected:.3} GB/s", frac * 100.0),
-            );
-            k.measured = format!(
-                "{:.0}% ({:.3} GB/s{})",
-                ratio * 100.0,
-                wg.map(|g| g.busbw_gbps).unwrap_or(0.0),
-                wg.map(|g| format!(", {}", g.label)).unwrap_or_default()
-            );
-            k.status = if ratio >= frac {
-                Status::Pass
-            } else {
-                Status::Fail
-            };
-            out.push(gated(&g, k));
+            out.push(gated(g, self.expected_tier(&judged, t, frac)));
         }
+        out
     }
-    if c.no_outlier {
+
+    /// The worst of tier `t`'s (type, op, placement) results against the topology.
+    fn expected_tier(&self, judged: &[&TierResult], t: &TierResult, frac: f64) -> Criterion {
+        let coll = self.coll;
+        let worst = judged
+            .iter()
+            .filter(|x| x.tier == t.tier)
+            .min_by(|a, b| {
+                a.worst_vs_expected
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.worst_vs_expected.unwrap_or(0.0))
+            })
+            .copied()
+            .unwrap_or(t);
+        let expected = worst.expected_gbps.unwrap_or(0.0);
+        let ratio = worst.worst_vs_expected.unwrap_or(0.0);
+        let wg = worst.slowest_group();
+        let mut k = crit(
+            &format!("sweep.expected.{}", t.tier),
+            "sweep",
+            format!("{coll} busbw {}, tier {} vs the topology", self.at, t.tier),
+            format!("≥ {:.0}% of {expected:.3} GB/s", frac * 100.0),
+        );
+        k.measured = format!(
+            "{:.0}% ({:.3} GB/s{})",
+            ratio * 100.0,
+            wg.map(|g| g.busbw_gbps).unwrap_or(0.0),
+            wg.map(|g| format!(", {}", g.label)).unwrap_or_default()
+        );
+        k.status = if ratio >= frac {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
+        k
+    }
+
+    /// `no_outlier`: no node, pair or rail named by the analysis.
+    fn no_outlier(&self) -> Criterion {
         let mut k = crit(
             "sweep.no_outlier",
             "sweep",
             "no slow node or link (groups vs their tier's median)".into(),
             "none named".into(),
         );
-        if let Some(a) = &analysis {
+        if let Some(a) = &self.analysis {
             let named: Vec<&crate::results::analysis::Finding> = a
                 .findings
                 .iter()
@@ -512,45 +557,42 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
                 k.status = Status::Fail;
             }
         }
-        out.push(gated(&g, k));
+        k
     }
-    if let Some(k) = judge_transport(data, c) {
-        out.push(gated(&g, k));
-    }
-    if c.zero_wrong {
+
+    /// `zero_wrong`: every checked element right.
+    fn zero_wrong(&self) -> Criterion {
         let mut k = crit(
             "sweep.zero_wrong",
             "sweep",
             "every element of every checked result is right".into(),
             "0 wrong".into(),
         );
-        if let Some(s) = sweep {
-            let checked = s.points.iter().filter(|p| p.wrong.is_some()).count();
-            let wrong: u64 = s.points.iter().filter_map(|p| p.wrong).sum();
-            if checked == 0 {
-                k.measured = "nothing checked".into();
-            } else {
-                k.measured = format!("{wrong} wrong in {checked} checked point(s)");
-                k.status = if wrong == 0 {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                };
-                if let Some(p) = s.points.iter().find(|p| p.wrong.unwrap_or(0) > 0) {
-                    k.detail = format!(
-                        "first: {} {} {} on {}, group ranks {:?}",
-                        p.collective,
-                        p.dtype,
-                        Bytes(p.bytes),
-                        p.label,
-                        p.wrong_ranks.iter().map(|w| w.0).collect::<Vec<_>>()
-                    );
-                }
-            }
+        let Some(s) = self.sweep else { return k };
+        let checked = s.points.iter().filter(|p| p.wrong.is_some()).count();
+        let wrong: u64 = s.points.iter().filter_map(|p| p.wrong).sum();
+        if checked == 0 {
+            k.measured = "nothing checked".into();
+            return k;
         }
-        out.push(gated(&g, k));
+        k.measured = format!("{wrong} wrong in {checked} checked point(s)");
+        k.status = if wrong == 0 {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
+        if let Some(p) = s.points.iter().find(|p| p.wrong.unwrap_or(0) > 0) {
+            k.detail = format!(
+                "first: {} {} {} on {}, group ranks {:?}",
+                p.collective,
+                p.dtype,
+                Bytes(p.bytes),
+                p.label,
+                p.wrong_ranks.iter().map(|w| w.0).collect::<Vec<_>>()
+            );
+        }
+        k
     }
-    out
 }
 
 /// Whether the topology declares an RDMA fabric between nodes (the fabric criterion
@@ -596,14 +638,43 @@ fn judge_transport(data: &RunData, c: &SweepCriteria) -> Option<Criterion> {
     Some(k)
 }
 
-fn finished_ok(t: Option<&TrainData>) -> Option<&super::data::TrainRun> {
+fn finished_ok(t: Option<&TrainData>) -> Option<&TrainRun> {
     t.and_then(|t| t.run.as_ref())
 }
 
 fn judge_train(data: &RunData, c: &TrainCriteria) -> Vec<Criterion> {
     let g = gate(data, "train");
-    let mut out = Vec::new();
     let run = finished_ok(data.train.as_ref());
+    let mut out = vec![gated(&g, train_completes(data, run))];
+    if let Some(floor) = c.min_ckpt_write_gbps {
+        out.push(gated(&g, train_ckpt_write(data, run, floor)));
+    }
+    if let Some(ceil) = c.max_step_p50_ms {
+        out.push(gated(&g, train_step_p50(run, ceil)));
+    }
+    if let Some(floor) = c.min_comm_efficiency {
+        out.push(gated(&g, train_comm_efficiency(data, run, floor)));
+    }
+    if c.resume_parity {
+        let k = train_resume_parity(data, run);
+        // Both halves of the resumed pair must have run too.
+        let g2 = match (gate(data, "train-part"), gate(data, "train-resume")) {
+            (Gate::Crashed(w), _) | (_, Gate::Crashed(w)) => Gate::Crashed(w),
+            (Gate::NotRun(w), _) | (_, Gate::NotRun(w)) => Gate::NotRun(w),
+            _ => Gate::Judge,
+        };
+        let k = gated(&g2, k);
+        out.push(if k.status == Status::NotRun {
+            k
+        } else {
+            gated(&g, k)
+        });
+    }
+    out
+}
+
+/// The run reached its last (planned) step with no problem and agreeing replicas.
+fn train_completes(data: &RunData, run: Option<&TrainRun>) -> Criterion {
     let planned = data.card().and_then(|c| c.train.as_ref()).map(|t| t.steps);
     let mut k = crit(
         "train.completes",
@@ -641,150 +712,146 @@ fn judge_train(data: &RunData, c: &TrainCriteria) -> Vec<Criterion> {
     } else if let Some(t) = &data.train {
         k.measured = format!("{} step(s), did not finish", t.steps.len());
     }
-    out.push(gated(&g, k));
-    if let Some(floor) = c.min_ckpt_write_gbps {
-        let mut k = crit(
-            "train.ckpt_write",
-            "train",
-            "checkpoint write, all ranks together (median over checkpoints)".into(),
-            format!("≥ {floor} GB/s"),
-        );
-        let measured = run
-            .and_then(|r| r.storage.as_ref())
-            .and_then(|s| s.ckpt_write_gbps)
-            .or_else(|| {
-                let c = data.train.as_ref()?.checkpoints();
-                (!c.is_empty()).then(|| {
-                    crate::stats::median(&c.iter().map(|c| c.write_gbps).collect::<Vec<_>>())
-                })
-            });
-        if let Some(v) = measured {
-            k.measured = format!("{v:.3} GB/s");
-            k.status = if v >= floor {
-                Status::Pass
-            } else {
-                Status::Fail
-            };
-        }
-        out.push(gated(&g, k));
-    }
-    if let Some(ceil) = c.max_step_p50_ms {
-        let mut k = crit(
-            "train.step_p50",
-            "train",
-            "median step time (slowest rank per step)".into(),
-            format!("≤ {ceil} ms"),
-        );
-        if let Some(r) = run.filter(|r| r.steps_run > 0) {
-            let ms = r.step_time.p50_us / 1e3;
-            k.measured = format!("{ms:.2} ms");
-            k.status = if ms <= ceil {
-                Status::Pass
-            } else {
-                Status::Fail
-            };
-        }
-        out.push(gated(&g, k));
-    }
-    if let Some(floor) = c.min_comm_efficiency {
-        let mut k = crit(
-            "train.comm_efficiency",
-            "train",
-            "gradient all-reduce busbw at the bucket size / the sweep's world all_reduce busbw at that size"
-                .into(),
-            format!("≥ {floor}"),
-        );
-        match (run, data.comm_efficiency()) {
-            (Some(_), Some(e)) => {
-                k.measured = format!(
-                    "{:.2} ({:.3} / {:.3} GB/s at {})",
-                    e.ratio,
-                    e.train_busbw_gbps,
-                    e.sweep_busbw_gbps,
-                    crate::units::Bytes(e.bytes)
-                );
-                if e.sweep_bytes.len() > 1 {
-                    k.detail = format!(
-                        "sweep busbw interpolated between {} and {}",
-                        crate::units::Bytes(e.sweep_bytes[0]),
-                        crate::units::Bytes(e.sweep_bytes[1])
-                    );
-                }
-                k.status = if e.ratio >= floor {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                };
-            }
-            (Some(r), None) => {
-                k.detail = match (r.allreduce.iter().max_by_key(|b| b.buckets), &data.sweep) {
-                    (None, _) => "the training recorded no gradient all-reduce times".into(),
-                    (Some(_), None) => "needs the sweep phase".into(),
-                    (Some(b), Some(_)) => format!(
-                        "the sweep's world all_reduce sizes do not reach the bucket size {}",
-                        crate::units::Bytes(b.bytes)
-                    ),
-                };
-            }
-            _ => {}
-        }
-        out.push(gated(&g, k));
-    }
-    if c.resume_parity {
-        let mut k = crit(
-            "train.resume_parity",
-            "train",
-            "a run stopped at a checkpoint and resumed matches the uninterrupted run".into(),
-            "same final weights (sha256) and losses".into(),
-        );
-        let full = run;
-        let resumed = finished_ok(data.train_resume.as_ref());
-        if let (Some(a), Some(b)) = (full, resumed) {
-            let from = b.resumed.as_ref().map(|r| r.step);
-            let tail: Vec<f64> = match from {
-                Some(s) => a.losses.iter().skip(s as usize).copied().collect(),
-                None => Vec::new(),
-            };
-            let same_sha = !a.final_weights_sha256.is_empty()
-                && a.final_weights_sha256 == b.final_weights_sha256;
-            let same_loss = from.is_some()
-                && tail.len() == b.losses.len()
-                && tail
-                    .iter()
-                    .zip(&b.losses)
-                    .all(|(x, y)| x.to_bits() == y.to_bits());
-            k.measured = match (from, same_sha, same_loss) {
-                (None, _, _) => "the second run did not resume from a checkpoint".into(),
-                (Some(s), true, true) => format!(
-                    "resumed at step {s}: weights and {} loss(es) identical",
-                    b.losses.len()
-                ),
-                (Some(s), sha, loss) => format!(
-                    "resumed at step {s}: weights {}, losses {}",
-                    if sha { "identical" } else { "DIFFER" },
-                    if loss { "identical" } else { "DIFFER" }
-                ),
-            };
-            k.status = if from.is_some() && same_sha && same_loss {
-                Status::Pass
-            } else {
-                Status::Fail
-            };
-        }
-        // Both halves of the resumed pair must have run too.
-        let g2 = match (gate(data, "train-part"), gate(data, "train-resume")) {
-            (Gate::Crashed(w), _) | (_, Gate::Crashed(w)) => Gate::Crashed(w),
-            (Gate::NotRun(w), _) | (_, Gate::NotRun(w)) => Gate::NotRun(w),
-            _ => Gate::Judge,
-        };
-        let k = gated(&g2, k);
-        out.push(if k.status == Status::NotRun {
-            k
-        } else {
-            gated(&g, k)
+    k
+}
+
+/// `min_ckpt_write_gbps`: the run's aggregate, else the median of its checkpoints.
+fn train_ckpt_write(data: &RunData, run: Option<&TrainRun>, floor: f64) -> Criterion {
+    let mut k = crit(
+        "train.ckpt_write",
+        "train",
+        "checkpoint write, all ranks together (median over checkpoints)".into(),
+        format!("≥ {floor} GB/s"),
+    );
+    let measured = run
+        .and_then(|r| r.storage.as_ref())
+        .and_then(|s| s.ckpt_write_gbps)
+        .or_else(|| {
+            let c = data.train.as_ref()?.checkpoints();
+            (!c.is_empty())
+                .then(|| crate::stats::median(&c.iter().map(|c| c.write_gbps).collect::<Vec<_>>()))
         });
+    if let Some(v) = measured {
+        k.measured = format!("{v:.3} GB/s");
+        k.status = if v >= floor {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
     }
-    out
+    k
+}
+
+/// `max_step_p50_ms`: the median step time.
+fn train_step_p50(run: Option<&TrainRun>, ceil: f64) -> Criterion {
+    let mut k = crit(
+        "train.step_p50",
+        "train",
+        "median step time (slowest rank per step)".into(),
+        format!("≤ {ceil} ms"),
+    );
+    if let Some(r) = run.filter(|r| r.steps_run > 0) {
+        let ms = r.step_time.p50_us / 1e3;
+        k.measured = format!("{ms:.2} ms");
+        k.status = if ms <= ceil {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
+    }
+    k
+}
+
+/// `min_comm_efficiency`: the gradient all-reduce against the sweep at its size.
+fn train_comm_efficiency(data: &RunData, run: Option<&TrainRun>, floor: f64) -> Criterion {
+    let mut k = crit(
+        "train.comm_efficiency",
+        "train",
+        "gradient all-reduce busbw at the bucket size / the sweep's world all_reduce busbw at that size"
+            .into(),
+        format!("≥ {floor}"),
+    );
+    match (run, data.comm_efficiency()) {
+        (Some(_), Some(e)) => {
+            k.measured = format!(
+                "{:.2} ({:.3} / {:.3} GB/s at {})",
+                e.ratio,
+                e.train_busbw_gbps,
+                e.sweep_busbw_gbps,
+                crate::units::Bytes(e.bytes)
+            );
+            if e.sweep_bytes.len() > 1 {
+                k.detail = format!(
+                    "sweep busbw interpolated between {} and {}",
+                    crate::units::Bytes(e.sweep_bytes[0]),
+                    crate::units::Bytes(e.sweep_bytes[1])
+                );
+            }
+            k.status = if e.ratio >= floor {
+                Status::Pass
+            } else {
+                Status::Fail
+            };
+        }
+        (Some(r), None) => {
+            k.detail = match (r.allreduce.iter().max_by_key(|b| b.buckets), &data.sweep) {
+                (None, _) => "the training recorded no gradient all-reduce times".into(),
+                (Some(_), None) => "needs the sweep phase".into(),
+                (Some(b), Some(_)) => format!(
+                    "the sweep's world all_reduce sizes do not reach the bucket size {}",
+                    crate::units::Bytes(b.bytes)
+                ),
+            };
+        }
+        _ => {}
+    }
+    k
+}
+
+/// `resume_parity`: the resumed run's weights and losses against the uninterrupted
+/// run's (not gated: the caller gates it by all three jobs).
+fn train_resume_parity(data: &RunData, full: Option<&TrainRun>) -> Criterion {
+    let mut k = crit(
+        "train.resume_parity",
+        "train",
+        "a run stopped at a checkpoint and resumed matches the uninterrupted run".into(),
+        "same final weights (sha256) and losses".into(),
+    );
+    let resumed = finished_ok(data.train_resume.as_ref());
+    let (Some(a), Some(b)) = (full, resumed) else {
+        return k;
+    };
+    let from = b.resumed.as_ref().map(|r| r.step);
+    let tail: Vec<f64> = match from {
+        Some(s) => a.losses.iter().skip(s as usize).copied().collect(),
+        None => Vec::new(),
+    };
+    let same_sha =
+        !a.final_weights_sha256.is_empty() && a.final_weights_sha256 == b.final_weights_sha256;
+    let same_loss = from.is_some()
+        && tail.len() == b.losses.len()
+        && tail
+            .iter()
+            .zip(&b.losses)
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+    k.measured = match (from, same_sha, same_loss) {
+        (None, _, _) => "the second run did not resume from a checkpoint".into(),
+        (Some(s), true, true) => format!(
+            "resumed at step {s}: weights and {} loss(es) identical",
+            b.losses.len()
+        ),
+        (Some(s), sha, loss) => format!(
+            "resumed at step {s}: weights {}, losses {}",
+            if sha { "identical" } else { "DIFFER" },
+            if loss { "identical" } else { "DIFFER" }
+        ),
+    };
+    k.status = if from.is_some() && same_sha && same_loss {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
+    k
 }
 
 fn judge_chaos(data: &RunData, c: &ChaosCriteria) -> Vec<Criterion> {
@@ -794,50 +861,25 @@ fn judge_chaos(data: &RunData, c: &ChaosCriteria) -> Vec<Criterion> {
         .as_ref()
         .map(|c| c.trials.as_slice())
         .unwrap_or(&[]);
-    let mut out = Vec::new();
-    let mut k = crit(
-        "chaos.ran",
-        "chaos",
-        "every fault-injection trial ran and was recorded".into(),
-        "≥ 1 trial in chaos.json".into(),
-    );
-    if data.chaos.is_some() {
-        k.measured = format!("{} trial(s)", trials.len());
-        k.status = if trials.is_empty() {
-            Status::Fail
-        } else {
-            Status::Pass
-        };
-    }
-    out.push(gated(&g, k));
-    let worst = |f: fn(&super::data::ChaosTrial) -> Option<f64>| -> Option<(f64, usize, usize)> {
-        let vals: Vec<(f64, usize)> = trials
-            .iter()
-            .filter_map(|t| Some((f(t)?, t.index)))
-            .collect();
-        let missing = trials.len() - vals.len();
-        vals.into_iter()
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(v, i)| (v, i, missing))
-    };
-    for (id, what, ceil, f) in [
+    let mut out = vec![gated(&g, chaos_ran(data, trials))];
+    let times: [(&str, &str, Option<f64>, TrialTime); 2] = [
         (
             "chaos.detect",
             "time from the fault to its detection (worst trial)",
             c.max_detect_s,
-            (|t: &super::data::ChaosTrial| t.detect_s)
-                as fn(&super::data::ChaosTrial) -> Option<f64>,
+            |t| t.detect_s,
         ),
         (
             "chaos.recovery",
             "time from the fault to the first step after the restart (worst trial)",
             c.max_recovery_s,
-            |t: &super::data::ChaosTrial| t.recovery_s,
+            |t| t.recovery_s,
         ),
-    ] {
+    ];
+    for (id, what, ceil, f) in times {
         let Some(ceil) = ceil else { continue };
         let mut k = crit(id, "chaos", what.into(), format!("≤ {ceil} s"));
-        if let Some((v, i, missing)) = worst(f) {
+        if let Some((v, i, missing)) = worst_trial(trials, f) {
             k.measured = format!("{v:.2} s (trial {})", i + 1);
             k.status = if v <= ceil && missing == 0 {
                 Status::Pass
@@ -853,61 +895,104 @@ fn judge_chaos(data: &RunData, c: &ChaosCriteria) -> Vec<Criterion> {
         out.push(gated(&g, k));
     }
     if c.recovered_parity {
-        let mut k = crit(
-            "chaos.parity",
-            "chaos",
-            "every recovered run matches the uninterrupted run".into(),
-            "same weights and losses, every trial".into(),
-        );
-        if data.chaos.is_some() && !trials.is_empty() {
-            let differ: Vec<String> = trials
-                .iter()
-                .filter(|t| t.parity == Some(false))
-                .map(|t| format!("trial {}", t.index + 1))
-                .collect();
-            let unknown = trials.iter().filter(|t| t.parity.is_none()).count();
-            k.measured = if !differ.is_empty() {
-                format!("differs: {}", differ.join(", "))
-            } else if unknown > 0 {
-                format!("{unknown} trial(s) without a parity check")
-            } else {
-                format!("identical in {} trial(s)", trials.len())
-            };
-            k.status = if differ.is_empty() && unknown == 0 {
-                Status::Pass
-            } else {
-                Status::Fail
-            };
-        }
-        out.push(gated(&g, k));
+        out.push(gated(&g, chaos_parity(data, trials)));
     }
     if c.no_hang {
-        let mut k = crit(
-            "chaos.no_hang",
-            "chaos",
-            "no trial hung: every fault was detected and the job ended or recovered".into(),
-            "0 hung".into(),
-        );
-        if data.chaos.is_some() && !trials.is_empty() {
-            let hung: Vec<String> = trials
-                .iter()
-                .filter(|t| {
-                    t.hung == Some(true) || t.event("detect").is_none() && t.detect_s.is_none()
-                })
-                .map(|t| format!("trial {} ({})", t.index + 1, t.kind))
-                .collect();
-            k.measured = if hung.is_empty() {
-                format!("0 of {} hung", trials.len())
-            } else {
-                format!("{} hung: {}", hung.len(), hung.join(", "))
-            };
-            k.status = if hung.is_empty() {
-                Status::Pass
-            } else {
-                Status::Fail
-            };
-        }
-        out.push(gated(&g, k));
+        out.push(gated(&g, chaos_no_hang(data, trials)));
     }
     out
+}
+
+/// One time a trial measures (detection, recovery), when it does.
+type TrialTime = fn(&ChaosTrial) -> Option<f64>;
+
+/// The largest of `f` over the trials: (value, trial index, trials without it).
+fn worst_trial(trials: &[ChaosTrial], f: TrialTime) -> Option<(f64, usize, usize)> {
+    let vals: Vec<(f64, usize)> = trials
+        .iter()
+        .filter_map(|t| Some((f(t)?, t.index)))
+        .collect();
+    let missing = trials.len() - vals.len();
+    vals.into_iter()
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(v, i)| (v, i, missing))
+}
+
+fn chaos_ran(data: &RunData, trials: &[ChaosTrial]) -> Criterion {
+    let mut k = crit(
+        "chaos.ran",
+        "chaos",
+        "every fault-injection trial ran and was recorded".into(),
+        "≥ 1 trial in chaos.json".into(),
+    );
+    if data.chaos.is_some() {
+        k.measured = format!("{} trial(s)", trials.len());
+        k.status = if trials.is_empty() {
+            Status::Fail
+        } else {
+            Status::Pass
+        };
+    }
+    k
+}
+
+/// `recovered_parity`: every trial's recovered run matched the uninterrupted one.
+fn chaos_parity(data: &RunData, trials: &[ChaosTrial]) -> Criterion {
+    let mut k = crit(
+        "chaos.parity",
+        "chaos",
+        "every recovered run matches the uninterrupted run".into(),
+        "same weights and losses, every trial".into(),
+    );
+    if data.chaos.is_none() || trials.is_empty() {
+        return k;
+    }
+    let differ: Vec<String> = trials
+        .iter()
+        .filter(|t| t.parity == Some(false))
+        .map(|t| format!("trial {}", t.index + 1))
+        .collect();
+    let unknown = trials.iter().filter(|t| t.parity.is_none()).count();
+    k.measured = if !differ.is_empty() {
+        format!("differs: {}", differ.join(", "))
+    } else if unknown > 0 {
+        format!("{unknown} trial(s) without a parity check")
+    } else {
+        format!("identical in {} trial(s)", trials.len())
+    };
+    k.status = if differ.is_empty() && unknown == 0 {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
+    k
+}
+
+/// `no_hang`: every fault detected, every trial ended or recovered.
+fn chaos_no_hang(data: &RunData, trials: &[ChaosTrial]) -> Criterion {
+    let mut k = crit(
+        "chaos.no_hang",
+        "chaos",
+        "no trial hung: every fault was detected and the job ended or recovered".into(),
+        "0 hung".into(),
+    );
+    if data.chaos.is_none() || trials.is_empty() {
+        return k;
+    }
+    let hung: Vec<String> = trials
+        .iter()
+        .filter(|t| t.hung == Some(true) || t.event("detect").is_none() && t.detect_s.is_none())
+        .map(|t| format!("trial {} ({})", t.index + 1, t.kind))
+        .collect();
+    k.measured = if hung.is_empty() {
+        format!("0 of {} hung", trials.len())
+    } else {
+        format!("{} hung: {}", hung.len(), hung.join(", "))
+    };
+    k.status = if hung.is_empty() {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
+    k
 }

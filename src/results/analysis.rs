@@ -39,6 +39,35 @@ pub struct TierResult {
     pub meets_expectation: Option<bool>,
 }
 
+impl TierResult {
+    /// The group with the lowest busbw (the first of equals).
+    pub fn slowest_group(&self) -> Option<&GroupResult> {
+        self.groups
+            .iter()
+            .min_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps))
+    }
+
+    /// The cells every tier table starts with: tier, collective, groups, median
+    /// busbw, the slowest group's busbw and label, the expected busbw (GB/s to three
+    /// places; "-" where the topology gives none).
+    pub fn table_cells(&self) -> Vec<String> {
+        let slowest = self.slowest_group();
+        vec![
+            self.tier.to_string(),
+            self.collective.name().to_string(),
+            self.groups.len().to_string(),
+            format!("{:.3}", self.median_gbps),
+            slowest
+                .map(|g| format!("{:.3}", g.busbw_gbps))
+                .unwrap_or_default(),
+            slowest.map(|g| g.label.clone()).unwrap_or_default(),
+            self.expected_gbps
+                .map(|e| format!("{e:.3}"))
+                .unwrap_or_else(|| "-".into()),
+        ]
+    }
+}
+
 /// busbw between every pair of nodes at the largest size (GB/s).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PairMatrix {

@@ -1227,28 +1227,13 @@ pub fn render_analysis(a: &Analysis) -> String {
         .tiers
         .iter()
         .map(|t| {
-            let worst = t
-                .groups
-                .iter()
-                .min_by(|x, y| x.busbw_gbps.total_cmp(&y.busbw_gbps));
-            vec![
-                t.tier.to_string(),
-                t.collective.name().to_string(),
-                t.groups.len().to_string(),
-                format!("{:.3}", t.median_gbps),
-                worst
-                    .map(|g| format!("{:.3}", g.busbw_gbps))
-                    .unwrap_or_default(),
-                worst.map(|g| g.label.clone()).unwrap_or_default(),
-                t.expected_gbps
-                    .map(|e| format!("{e:.3}"))
-                    .unwrap_or_else(|| "-".into()),
-                match t.meets_expectation {
-                    Some(true) => "ok".into(),
-                    Some(false) => "BELOW".into(),
-                    None => "-".into(),
-                },
-            ]
+            let mut r = t.table_cells();
+            r.push(match t.meets_expectation {
+                Some(true) => "ok".into(),
+                Some(false) => "BELOW".into(),
+                None => "-".into(),
+            });
+            r
         })
         .collect();
     for line in crate::table::render(&header, &rows).lines() {

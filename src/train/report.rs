@@ -91,14 +91,7 @@ pub fn summary(r: &TrainReport) -> String {
         row("loss first -> last", format!("{a:.4} -> {b:.4}"));
     }
     if r.steps_run > 0 {
-        row(
-            "step time p50 / p99",
-            format!(
-                "{:.2} / {:.2} ms",
-                r.step_time.p50_us / 1e3,
-                r.step_time.p99_us / 1e3
-            ),
-        );
+        row("step time p50 / p99", r.step_time.p50_p99_ms());
         row("tokens/s (all ranks)", format!("{:.0}", r.tokens_per_s));
         for b in &r.allreduce {
             row(
