@@ -188,6 +188,7 @@ pub fn trial_line(t: &Trial, of: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     fn trial(family: &str, detect: f64, ok: bool) -> Trial {
         Trial {

@@ -67,6 +67,31 @@ fn ratio(v: Option<f64>) -> String {
 pub fn summary(r: &TrainReport) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     let mut row = |k: &str, v: String| rows.push(vec![k.to_string(), v]);
+    progress_rows(r, &mut row);
+    if r.steps_run > 0 {
+        timing_rows(r, &mut row);
+    }
+    if !r.checkpoints.is_empty() {
+        row("checkpoints", checkpoints_line(&r.checkpoints));
+    }
+    row("determinism", determinism_line(&r.determinism));
+    row("final weights sha256", r.final_weights_sha256.clone());
+    row(
+        "replicas agree",
+        if r.replicas_agree { "yes" } else { "NO" }.into(),
+    );
+    let mut out = table::render(&["metric", "value"], &rows);
+    if let Some(s) = &r.storage {
+        out.push_str(&storage_section(s));
+    }
+    for p in &r.problems {
+        out.push_str(&format!("# PROBLEM: {p}\n"));
+    }
+    out
+}
+
+/// The summary's rows on where the run started and what it trained.
+fn progress_rows(r: &TrainReport, row: &mut impl FnMut(&str, String)) {
     if let Some(res) = &r.resumed {
         row(
             "resumed from",
@@ -90,94 +115,85 @@ pub fn summary(r: &TrainReport) -> String {
     if let (Some(a), Some(b)) = (r.losses.first(), r.losses.last()) {
         row("loss first -> last", format!("{a:.4} -> {b:.4}"));
     }
-    if r.steps_run > 0 {
-        row("step time p50 / p99", r.step_time.p50_p99_ms());
-        row("tokens/s (all ranks)", format!("{:.0}", r.tokens_per_s));
-        for b in &r.allreduce {
-            row(
-                "gradient all-reduce",
-                format!(
-                    "{} x {} per step: p50 {:.3} ms, busbw {:.3} GB/s ({})",
-                    b.buckets,
-                    size(b.bytes),
-                    b.time_p50_s * 1e3,
-                    b.busbw_gbps,
-                    r.grad_path.map_or("path not recorded", |p| p.describe())
-                ),
-            );
-        }
+}
+
+/// The summary's rows on step time, throughput and the gradient exchange.
+fn timing_rows(r: &TrainReport, row: &mut impl FnMut(&str, String)) {
+    row("step time p50 / p99", r.step_time.p50_p99_ms());
+    row("tokens/s (all ranks)", format!("{:.0}", r.tokens_per_s));
+    for b in &r.allreduce {
         row(
-            "compute / grad exchange / optimizer",
+            "gradient all-reduce",
             format!(
-                "{:.0}% / {:.0}% / {:.0}% of step time (all-reduce calls {:.0}%)",
-                r.compute_fraction * 100.0,
-                r.comm_fraction * 100.0,
-                r.optimizer_fraction * 100.0,
-                r.allreduce_fraction * 100.0
-            ),
-        );
-    }
-    if !r.checkpoints.is_empty() {
-        let stall: f64 = r.checkpoints.iter().map(|c| c.stall_s).sum();
-        let med = |f: fn(&CkptWrite) -> f64| {
-            stats::median(&r.checkpoints.iter().map(f).collect::<Vec<_>>())
-        };
-        row(
-            "checkpoints",
-            format!(
-                "{} written, median write {:.3} s (serialize {:.3}, fsync {:.3}) + checksum {:.3} s, training stalled {:.3} s in all",
-                r.checkpoints.len(),
-                med(|c| c.write_s),
-                med(|c| c.serialize_s),
-                med(|c| c.fsync_s),
-                med(|c| c.hash_s),
-                stall
+                "{} x {} per step: p50 {:.3} ms, busbw {:.3} GB/s ({})",
+                b.buckets,
+                size(b.bytes),
+                b.time_p50_s * 1e3,
+                b.busbw_gbps,
+                r.grad_path.map_or("path not recorded", |p| p.describe())
             ),
         );
     }
     row(
-        "determinism",
-        match r.determinism.cuda_deterministic_enabled {
-            None => format!(
-                "CPU, {} libtorch thread(s) per rank",
-                r.determinism.torch_threads
-            ),
-            Some(on) => format!(
-                "CUDA deterministic algorithms requested, libtorch reports {}",
-                if on { "on" } else { "OFF" }
-            ),
-        },
+        "compute / grad exchange / optimizer",
+        format!(
+            "{:.0}% / {:.0}% / {:.0}% of step time (all-reduce calls {:.0}%)",
+            r.compute_fraction * 100.0,
+            r.comm_fraction * 100.0,
+            r.optimizer_fraction * 100.0,
+            r.allreduce_fraction * 100.0
+        ),
     );
-    row("final weights sha256", r.final_weights_sha256.clone());
-    row(
-        "replicas agree",
-        if r.replicas_agree { "yes" } else { "NO" }.into(),
+}
+
+/// The summary's line on the checkpoints written (at least one).
+fn checkpoints_line(checkpoints: &[CkptWrite]) -> String {
+    let stall: f64 = checkpoints.iter().map(|c| c.stall_s).sum();
+    let med =
+        |f: fn(&CkptWrite) -> f64| stats::median(&checkpoints.iter().map(f).collect::<Vec<_>>());
+    format!(
+        "{} written, median write {:.3} s (serialize {:.3}, fsync {:.3}) + checksum {:.3} s, training stalled {:.3} s in all",
+        checkpoints.len(),
+        med(|c| c.write_s),
+        med(|c| c.serialize_s),
+        med(|c| c.fsync_s),
+        med(|c| c.hash_s),
+        stall
+    )
+}
+
+/// The summary's line on determinism.
+fn determinism_line(d: &Determinism) -> String {
+    match d.cuda_deterministic_enabled {
+        None => format!("CPU, {} libtorch thread(s) per rank", d.torch_threads),
+        Some(on) => format!(
+            "CUDA deterministic algorithms requested, libtorch reports {}",
+            if on { "on" } else { "OFF" }
+        ),
+    }
+}
+
+/// The summary's storage section: checkpoint against raw-file rates.
+fn storage_section(s: &StorageReport) -> String {
+    let mut out = format!(
+        "\n# storage: {} (shard {} per rank; {})\n",
+        s.dir.display(),
+        size(s.shard_bytes),
+        s.cache_note
     );
-    let mut out = table::render(&["metric", "value"], &rows);
-    if let Some(s) = &r.storage {
-        out.push_str(&format!(
-            "\n# storage: {} (shard {} per rank; {})\n",
-            s.dir.display(),
-            size(s.shard_bytes),
-            s.cache_note
-        ));
-        let raw_w = s.raw_write.as_ref().map(|x| x.gbps);
-        let raw_r = s.raw_read.as_ref().map(|x| x.gbps);
-        let ck_r = s.ckpt_read.as_ref().map(|x| x.gbps);
-        let rows = vec![
-            vec!["checkpoint".into(), gbps(s.ckpt_write_gbps), gbps(ck_r)],
-            vec!["raw file".into(), gbps(raw_w), gbps(raw_r)],
-            vec![
-                "ratio ckpt/raw".into(),
-                ratio(s.write_ratio),
-                ratio(s.read_ratio),
-            ],
-        ];
-        out.push_str(&table::render(&["aggregate GB/s", "write", "read"], &rows));
-    }
-    for p in &r.problems {
-        out.push_str(&format!("# PROBLEM: {p}\n"));
-    }
+    let raw_w = s.raw_write.as_ref().map(|x| x.gbps);
+    let raw_r = s.raw_read.as_ref().map(|x| x.gbps);
+    let ck_r = s.ckpt_read.as_ref().map(|x| x.gbps);
+    let rows = vec![
+        vec!["checkpoint".into(), gbps(s.ckpt_write_gbps), gbps(ck_r)],
+        vec!["raw file".into(), gbps(raw_w), gbps(raw_r)],
+        vec![
+            "ratio ckpt/raw".into(),
+            ratio(s.write_ratio),
+            ratio(s.read_ratio),
+        ],
+    ];
+    out.push_str(&table::render(&["aggregate GB/s", "write", "read"], &rows));
     out
 }
 

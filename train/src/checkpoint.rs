@@ -846,52 +846,12 @@ pub fn restore(
     opt: &mut AdamW,
 ) -> Result<Option<RestoreRecord>> {
     let t0 = Instant::now();
-    let mut decision = None;
-    if world.rank == 0 {
-        decision = Some(match scan(&ctx.root) {
-            Err(e) => Err(format!("--ckpt-dir: {e:#}")),
-            Ok(found) => choose(&found, &ctx.root, world.size, &plan.model),
-        });
-    }
-    let decision: std::result::Result<Choice, String> = world.broadcast_json(decision.as_ref())?;
-    let choice = decision.map_err(Agreed)?;
+    let choice = agree_on_choice(ctx, world, plan)?;
     let mut skipped = choice.warnings.clone();
-    if world.rank == 0 {
-        for w in &choice.warnings {
-            eprintln!("burnin: warning: {w}");
-        }
-    }
     for (dir, m) in &choice.candidates {
         let entry = &m.shards[world.rank];
         let path = dir.join(&entry.file);
-        let mut verdict = Verdict {
-            problem: None,
-            read_s: 0.0,
-            verify_s: 0.0,
-        };
-        let mut bytes = Vec::new();
-        match storage::read_timed(&path) {
-            Err(e) => verdict.problem = Some(format!("{e:#}")),
-            Ok((b, s)) => {
-                verdict.read_s = s;
-                let t = Instant::now();
-                if b.len() as u64 != entry.bytes {
-                    verdict.problem = Some(format!(
-                        "{} has {} bytes, the manifest says {}",
-                        entry.file,
-                        b.len(),
-                        entry.bytes
-                    ));
-                } else if sha256_hex(&b) != entry.sha256 {
-                    verdict.problem = Some(format!(
-                        "{} does not match its sha256 in the manifest (changed after it was written)",
-                        entry.file
-                    ));
-                }
-                verdict.verify_s = t.elapsed().as_secs_f64();
-                bytes = b;
-            }
-        }
+        let (verdict, bytes) = verify_shard(&path, entry);
         let all: Vec<Verdict> = {
             let _g = ctx.dog.arm(
                 &format!("verifying checkpoint step {}", m.step),
@@ -899,18 +859,7 @@ pub fn restore(
             );
             world.all_gather_json(&verdict)?
         };
-        let bad: Vec<String> = all
-            .iter()
-            .enumerate()
-            .filter_map(|(r, v)| v.problem.as_ref().map(|p| format!("rank {r}: {p}")))
-            .collect();
-        if !bad.is_empty() {
-            let w = format!(
-                "skipping checkpoint step {} ({}): {}",
-                m.step,
-                dir.display(),
-                bad.join("; ")
-            );
+        if let Some(w) = skip_reason(&all, dir, m) {
             if world.rank == 0 {
                 eprintln!("burnin: warning: {w}");
             }
@@ -918,85 +867,19 @@ pub fn restore(
             continue;
         }
         // The bytes just verified are the bytes loaded: no second read of the file.
-        let loaded = load_shard(&bytes, model, opt, world.rank)
-            .map_err(|e| format!("{e:#}"))
-            .and_then(|r| {
-                if r.step != m.step {
-                    return Err(format!("shard says step {}, manifest {}", r.step, m.step));
-                }
-                Ok(r)
-            });
-        let problems: Vec<Option<String>> =
-            world.all_gather_json(&loaded.as_ref().err().cloned())?;
-        if let Some((r, p)) = problems
-            .iter()
-            .enumerate()
-            .find_map(|(r, p)| p.as_ref().map(|p| (r, p)))
-        {
-            bail!(Agreed(format!(
-                "--resume: checkpoint step {} verified but rank {r} cannot load it: {p}",
-                m.step
-            )));
-        }
-        let restored = loaded.map_err(|e| anyhow!(e))?;
-        if restored.seed != plan.seed && world.rank == 0 {
-            eprintln!(
-                "burnin: warning: the checkpoint's data stream has seed {}; continuing it (--seed {} \
-                 applies to fresh runs only)",
-                restored.seed, plan.seed
-            );
-        }
-        if (m.lr != plan.lr || m.batch != plan.batch) && world.rank == 0 {
-            eprintln!(
-                "burnin: warning: the checkpoint was trained with --lr {} --batch {}, this run uses \
-                 --lr {} --batch {}: it will not match an uninterrupted run",
-                m.lr, m.batch, plan.lr, plan.batch
-            );
-        }
-        let read_s = all.iter().map(|v| v.read_s).fold(0.0, f64::max);
-        let verify_s = all.iter().map(|v| v.verify_s).fold(0.0, f64::max);
-        let bytes_total: u64 = m.shards.iter().map(|s| s.bytes).sum();
-        let mut restore_s = t0.elapsed().as_secs_f64();
-        let mut worst = 0.0f64;
-        world.comm.all_reduce_into(
-            &restore_s,
-            &mut worst,
-            mpi::collective::SystemOperation::max(),
-        );
-        restore_s = worst;
-        // Checkpoints newer than this one were skipped: unpublish and remove them so
-        // the steps this run re-does are written into clean directories.
-        let newer: Vec<(u64, PathBuf)> = match listing(&ctx.root) {
-            Ok(l) if world.rank == 0 => l
-                .into_iter()
-                .filter(|(s, _, _)| *s > m.step)
-                .map(|(s, d, _)| (s, d))
-                .collect(),
-            _ => Vec::new(),
-        };
+        let restored = load_verified(world, &bytes, model, opt, m)?;
         if world.rank == 0 {
-            unpublish(&newer);
-            ctx.pending_removal = newer.clone();
+            warn_on_other_settings(plan, m, &restored);
         }
-        let newer: Vec<(u64, PathBuf)> = world.broadcast_json(Some(&newer))?;
-        remove_own_files(&newer, world.rank);
+        let record = restore_record(world, t0, &all, dir, m, skipped, restored.seed);
+        drop_newer(ctx, world, m.step)?;
         ctx.last_shard = Some(LastShard {
             path,
             sha256: entry.sha256.clone(),
             bytes: entry.bytes,
             step: m.step,
         });
-        return Ok(Some(RestoreRecord {
-            step: m.step,
-            dir: dir.clone(),
-            bytes: bytes_total,
-            restore_s,
-            read_s,
-            read_gbps: burnin::units::GBps::from_bytes_secs(bytes_total, read_s).0,
-            verify_s,
-            skipped,
-            seed: restored.seed,
-        }));
+        return Ok(Some(record));
     }
     if !choice.candidates.is_empty() {
         bail!(Agreed(format!(
@@ -1006,6 +889,189 @@ pub fn restore(
         )));
     }
     // Nothing complete to resume from: clean the torn leftovers and start at 0.
+    clean_torn(ctx, world)?;
+    Ok(None)
+}
+
+/// Rank 0 scans --ckpt-dir and chooses; every rank gets the choice (a refusal is an
+/// agreed error) and rank 0 prints its warnings. Collective.
+fn agree_on_choice(ctx: &CkptCtx, world: &World, plan: &TrainPlan) -> Result<Choice> {
+    let mut decision = None;
+    if world.rank == 0 {
+        decision = Some(match scan(&ctx.root) {
+            Err(e) => Err(format!("--ckpt-dir: {e:#}")),
+            Ok(found) => choose(&found, &ctx.root, world.size, &plan.model),
+        });
+    }
+    let decision: std::result::Result<Choice, String> = world.broadcast_json(decision.as_ref())?;
+    let choice = decision.map_err(Agreed)?;
+    if world.rank == 0 {
+        for w in &choice.warnings {
+            eprintln!("burnin: warning: {w}");
+        }
+    }
+    Ok(choice)
+}
+
+/// Read this rank's shard and check its size and sha256 against the manifest's
+/// entry: the verdict, and the bytes read (empty when the read failed).
+fn verify_shard(path: &Path, entry: &ShardEntry) -> (Verdict, Vec<u8>) {
+    let mut verdict = Verdict {
+        problem: None,
+        read_s: 0.0,
+        verify_s: 0.0,
+    };
+    let mut bytes = Vec::new();
+    match storage::read_timed(path) {
+        Err(e) => verdict.problem = Some(format!("{e:#}")),
+        Ok((b, s)) => {
+            verdict.read_s = s;
+            let t = Instant::now();
+            if b.len() as u64 != entry.bytes {
+                verdict.problem = Some(format!(
+                    "{} has {} bytes, the manifest says {}",
+                    entry.file,
+                    b.len(),
+                    entry.bytes
+                ));
+            } else if sha256_hex(&b) != entry.sha256 {
+                verdict.problem = Some(format!(
+                    "{} does not match its sha256 in the manifest (changed after it was written)",
+                    entry.file
+                ));
+            }
+            verdict.verify_s = t.elapsed().as_secs_f64();
+            bytes = b;
+        }
+    }
+    (verdict, bytes)
+}
+
+/// The warning that skips checkpoint `m` in `dir` when a rank's shard failed to
+/// verify (None when every shard verified).
+fn skip_reason(all: &[Verdict], dir: &Path, m: &Manifest) -> Option<String> {
+    let bad: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter_map(|(r, v)| v.problem.as_ref().map(|p| format!("rank {r}: {p}")))
+        .collect();
+    (!bad.is_empty()).then(|| {
+        format!(
+            "skipping checkpoint step {} ({}): {}",
+            m.step,
+            dir.display(),
+            bad.join("; ")
+        )
+    })
+}
+
+/// Load the verified shard `bytes` into the model and optimizer; an agreed error
+/// naming the first rank that cannot. Collective.
+fn load_verified(
+    world: &World,
+    bytes: &[u8],
+    model: &Model,
+    opt: &mut AdamW,
+    m: &Manifest,
+) -> Result<Restored> {
+    let loaded = load_shard(bytes, model, opt, world.rank)
+        .map_err(|e| format!("{e:#}"))
+        .and_then(|r| {
+            if r.step != m.step {
+                return Err(format!("shard says step {}, manifest {}", r.step, m.step));
+            }
+            Ok(r)
+        });
+    let problems: Vec<Option<String>> = world.all_gather_json(&loaded.as_ref().err().cloned())?;
+    if let Some((r, p)) = problems
+        .iter()
+        .enumerate()
+        .find_map(|(r, p)| p.as_ref().map(|p| (r, p)))
+    {
+        bail!(Agreed(format!(
+            "--resume: checkpoint step {} verified but rank {r} cannot load it: {p}",
+            m.step
+        )));
+    }
+    loaded.map_err(|e| anyhow!(e))
+}
+
+/// Rank 0's warnings when the checkpoint was trained with another seed, learning
+/// rate or batch than this run asks for.
+fn warn_on_other_settings(plan: &TrainPlan, m: &Manifest, restored: &Restored) {
+    if restored.seed != plan.seed {
+        eprintln!(
+            "burnin: warning: the checkpoint's data stream has seed {}; continuing it (--seed {} \
+             applies to fresh runs only)",
+            restored.seed, plan.seed
+        );
+    }
+    if m.lr != plan.lr || m.batch != plan.batch {
+        eprintln!(
+            "burnin: warning: the checkpoint was trained with --lr {} --batch {}, this run uses \
+             --lr {} --batch {}: it will not match an uninterrupted run",
+            m.lr, m.batch, plan.lr, plan.batch
+        );
+    }
+}
+
+/// What the restore of checkpoint `m` took: the slowest rank's read, verify and
+/// whole restore (since `t0`). Collective.
+fn restore_record(
+    world: &World,
+    t0: Instant,
+    all: &[Verdict],
+    dir: &Path,
+    m: &Manifest,
+    skipped: Vec<String>,
+    seed: u64,
+) -> RestoreRecord {
+    let read_s = all.iter().map(|v| v.read_s).fold(0.0, f64::max);
+    let verify_s = all.iter().map(|v| v.verify_s).fold(0.0, f64::max);
+    let bytes_total: u64 = m.shards.iter().map(|s| s.bytes).sum();
+    let restore_s = t0.elapsed().as_secs_f64();
+    let mut worst = 0.0f64;
+    world.comm.all_reduce_into(
+        &restore_s,
+        &mut worst,
+        mpi::collective::SystemOperation::max(),
+    );
+    RestoreRecord {
+        step: m.step,
+        dir: dir.to_path_buf(),
+        bytes: bytes_total,
+        restore_s: worst,
+        read_s,
+        read_gbps: burnin::units::GBps::from_bytes_secs(bytes_total, read_s).0,
+        verify_s,
+        skipped,
+        seed,
+    }
+}
+
+/// Checkpoints newer than `step` were skipped: unpublish and remove them so the steps
+/// this run re-does are written into clean directories. Collective.
+fn drop_newer(ctx: &mut CkptCtx, world: &World, step: u64) -> Result<()> {
+    let newer: Vec<(u64, PathBuf)> = match listing(&ctx.root) {
+        Ok(l) if world.rank == 0 => l
+            .into_iter()
+            .filter(|(s, _, _)| *s > step)
+            .map(|(s, d, _)| (s, d))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if world.rank == 0 {
+        unpublish(&newer);
+        ctx.pending_removal = newer.clone();
+    }
+    let newer: Vec<(u64, PathBuf)> = world.broadcast_json(Some(&newer))?;
+    remove_own_files(&newer, world.rank);
+    Ok(())
+}
+
+/// Remove the torn leftovers of every step directory (nothing complete was found).
+/// Collective.
+fn clean_torn(ctx: &mut CkptCtx, world: &World) -> Result<()> {
     let torn: Vec<(u64, PathBuf)> = match listing(&ctx.root) {
         Ok(l) if world.rank == 0 => l.into_iter().map(|(s, d, _)| (s, d)).collect(),
         _ => Vec::new(),
@@ -1015,7 +1081,7 @@ pub fn restore(
     if world.rank == 0 {
         ctx.pending_removal = torn.clone();
     }
-    Ok(None)
+    Ok(())
 }
 
 /// This rank's newest shard on the storage.

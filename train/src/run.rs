@@ -17,7 +17,7 @@ use burnin::train::args::{self, DeviceChoice, TrainArgs, TrainPlan};
 use burnin::train::data;
 use burnin::train::report::CkptWrite;
 use burnin::train::report::{
-    self, Determinism, IoRate, RankStep, StepRecord, StorageReport, TrainReport,
+    self, Determinism, IoRate, RankStep, RestoreRecord, StepRecord, StorageReport, TrainReport,
 };
 use burnin::train::storage;
 use burnin::watchdog::Watchdog;
@@ -296,34 +296,494 @@ pub fn run(
     args: &TrainArgs,
     dog: Arc<Watchdog>,
 ) -> Result<Outcome> {
-    let mut plan = args::plan(args, world.size).map_err(agreed)?;
-    // Chaos hooks: events JSONL, clock offsets, derived deadlines, check-ins, faults.
-    let fixed = global
-        .timeout
-        .map(|t| Duration::from_secs_f64(t.max(0.001)));
-    let mut hooks = Hooks::start(
-        world,
-        plan.fault.clone(),
-        plan.out.as_deref(),
-        &plan.ckpt_dir,
-        fixed,
-        plan.resume,
-        dog.clone(),
-    )?;
-    let timeout = hooks.deadlines().init();
-    let device = choose_device(world, plan.device)?;
-    let determinism = setup_determinism(device)?;
-    let (kind, why) = backend::resolve(world, &global.backend_config())?;
-    let be = backend::build(
-        kind,
-        world.comm.duplicate(),
-        world,
-        &global.backend_config(),
-        dog.clone(),
-    )?;
-    let mut steps_file = open_out(world, &plan)?;
-    let provenance = Provenance::collect(world, &why, &be.describe());
-    let uses_ckpt = plan.ckpt_every > 0 || plan.resume;
+    let mut session = Session::start(world, global, args, dog)?;
+    let mut progress = session.resume()?;
+    session.train(&mut progress)?;
+    session.finish(progress)
+}
+
+/// What the steps of a run share, from the set-up to the report. (Fields drop in
+/// this order: the checkpoint context and the gradient exchange before the hooks.)
+struct Session<'a> {
+    world: &'a World,
+    ctx: CkptCtx,
+    ddp: Ddp,
+    opt: AdamW,
+    model: Model,
+    provenance: Provenance,
+    steps_file: Option<Jsonl>,
+    determinism: Determinism,
+    device: Device,
+    hooks: Hooks,
+    plan: TrainPlan,
+    dog: Arc<Watchdog>,
+    /// Whether the run writes or reads checkpoints.
+    uses_ckpt: bool,
+    tokens_per_step: u64,
+    /// What a rank is doing when it waits in the gradient exchange (for the hooks).
+    before_exchange: String,
+}
+
+/// What the step loop accumulates.
+struct Progress {
+    resumed: Option<RestoreRecord>,
+    /// Steps completed before this run's first.
+    start: u64,
+    records: Vec<StepRecord>,
+    checkpoints: Vec<CkptWrite>,
+    problems: Vec<String>,
+    shares: report::ShareSums,
+}
+
+impl<'a> Session<'a> {
+    /// Plan, chaos hooks, device, backend, outputs and model: everything before the
+    /// first step.
+    fn start(
+        world: &'a World,
+        global: &GlobalArgs,
+        args: &TrainArgs,
+        dog: Arc<Watchdog>,
+    ) -> Result<Self> {
+        let plan = args::plan(args, world.size).map_err(agreed)?;
+        // Chaos hooks: events JSONL, clock offsets, derived deadlines, check-ins, faults.
+        let fixed = global
+            .timeout
+            .map(|t| Duration::from_secs_f64(t.max(0.001)));
+        let hooks = Hooks::start(
+            world,
+            plan.fault.clone(),
+            plan.out.as_deref(),
+            &plan.ckpt_dir,
+            fixed,
+            plan.resume,
+            dog.clone(),
+        )?;
+        let timeout = hooks.deadlines().init();
+        let device = choose_device(world, plan.device)?;
+        let determinism = setup_determinism(device)?;
+        let (kind, why) = backend::resolve(world, &global.backend_config())?;
+        let be = backend::build(
+            kind,
+            world.comm.duplicate(),
+            world,
+            &global.backend_config(),
+            dog.clone(),
+        )?;
+        let steps_file = open_out(world, &plan)?;
+        let provenance = Provenance::collect(world, &why, &be.describe());
+        let uses_ckpt = plan.ckpt_every > 0 || plan.resume;
+        check_ckpt_storage(world, &plan, uses_ckpt)?;
+        let model = Model::new(plan.model, plan.seed, device)?;
+        let opt = AdamW::new(&model, plan.lr)?;
+        let ddp = Ddp::new(be, &model, plan.bucket_bytes, timeout)?;
+        let before_exchange = format!(
+            "before its gradient all-reduce: {} bucket(s), {} of f32 in all",
+            ddp.bucket_count(),
+            report::size(plan.model.parameters() * 4)
+        );
+        let tokens_per_step = world.size as u64 * plan.batch as u64 * plan.model.seq as u64;
+        if world.rank == 0 {
+            announce(world, &plan, device, &why, &ddp);
+        }
+        let ctx = CkptCtx {
+            root: plan.ckpt_dir.clone(),
+            pad: None,
+            device_name: device_name(device),
+            dog: dog.clone(),
+            deadline: timeout,
+            pending_removal: Vec::new(),
+            last_shard: None,
+        };
+        Ok(Session {
+            world,
+            ctx,
+            ddp,
+            opt,
+            model,
+            provenance,
+            steps_file,
+            determinism,
+            device,
+            hooks,
+            plan,
+            dog,
+            uses_ckpt,
+            tokens_per_step,
+            before_exchange,
+        })
+    }
+
+    /// Resume from the newest checkpoint that verifies (--resume) or start fresh,
+    /// continue the checkpoint's data stream, and make the checkpoint padding.
+    fn resume(&mut self) -> Result<Progress> {
+        let (world, plan) = (self.world, &mut self.plan);
+        let resumed = if plan.resume {
+            let t = Instant::now();
+            let r = checkpoint::restore(&mut self.ctx, world, plan, &self.model, &mut self.opt)?;
+            self.hooks.restored(
+                r.as_ref().map(|r| r.step),
+                r.as_ref()
+                    .map(|r| r.restore_s)
+                    .unwrap_or_else(|| t.elapsed().as_secs_f64()),
+                r.as_ref().map(|r| r.skipped.clone()).unwrap_or_default(),
+            );
+            r
+        } else {
+            if plan.ckpt_every > 0 {
+                checkpoint::prepare_fresh(&self.ctx, world)?;
+            }
+            None
+        };
+        let start = resumed.as_ref().map(|r| r.step).unwrap_or(0);
+        if let Some(r) = &resumed {
+            // Continue the checkpoint's data stream.
+            plan.seed = r.seed;
+        }
+        if world.rank == 0 {
+            announce_resume(world, plan, resumed.as_ref());
+        }
+        if plan.ckpt_every > 0 {
+            self.ctx.pad = checkpoint::make_pad(
+                plan.ckpt_bytes,
+                &self.model,
+                data::mix(&[plan.seed, world.rank as u64, PAD_STREAM]),
+            )?;
+        }
+        if start >= plan.steps && world.rank == 0 {
+            println!(
+                "# already at step {start} of --steps {}: nothing to train",
+                plan.steps
+            );
+        }
+        Ok(Progress {
+            resumed,
+            start,
+            records: Vec::new(),
+            checkpoints: Vec::new(),
+            problems: Vec::new(),
+            shares: report::ShareSums::default(),
+        })
+    }
+
+    /// The step loop, from the step after `p.start` to --steps.
+    fn train(&mut self, p: &mut Progress) -> Result<()> {
+        for step in p.start + 1..=self.plan.steps {
+            self.step(step, p)?;
+        }
+        self.hooks.finished(self.plan.steps.max(p.start));
+        Ok(())
+    }
+
+    /// One step on every rank: train, gather the timings on rank 0, checkpoint when
+    /// due, record.
+    fn step(&mut self, step: u64, p: &mut Progress) -> Result<()> {
+        let world = self.world;
+        let step_deadline = self.hooks.step_deadline();
+        self.ddp.set_deadline(step_deadline);
+        let pre = self.hooks.before_step(step, &self.before_exchange);
+        let mut out = train_step(
+            &self.model,
+            &mut self.opt,
+            &mut self.ddp,
+            &self.plan,
+            self.plan.seed,
+            step,
+            world.rank,
+        )
+        .with_context(|| format!("step {step}"))?;
+        // The straggler's sleep is its compute; the check-in is waiting for peers.
+        out.rank.compute_s += pre.slow_s;
+        out.rank.comm_s += pre.checkin_s;
+        out.rank.allreduce_s += pre.checkin_s;
+        out.rank.step_s += pre.slow_s + pre.checkin_s;
+        self.hooks.after_step(step, out.rank.compute_s);
+        let gathered = guarded(
+            &self.dog,
+            &format!("gathering the timings of step {step}"),
+            step_deadline,
+            || world.gather_json(&out.rank),
+        )?;
+        if let Some(all) = &gathered {
+            self.hooks
+                .observe_ranks(step, &all.iter().map(|r| r.compute_s).collect::<Vec<_>>());
+        }
+        let mut record = gathered.map(|all| {
+            p.shares.add(&all);
+            StepRecord::from_ranks(step, &all, self.tokens_per_step)
+        });
+        if self.plan.checkpoint_due(step) {
+            if let Some(c) = self.checkpoint(step)? {
+                if let Some(r) = &mut record {
+                    r.checkpoint = Some(c.clone());
+                }
+                p.checkpoints.push(c);
+            }
+        }
+        if let Some(r) = record {
+            self.record(step, r, p)?;
+        }
+        self.hooks.end_of_step(step);
+        Ok(())
+    }
+
+    /// Write checkpoint `step` (collective); rank 0 says what it took.
+    fn checkpoint(&mut self, step: u64) -> Result<Option<CkptWrite>> {
+        let world = self.world;
+        let sha = if world.rank == 0 {
+            weights_hash(&self.model)?
+        } else {
+            String::new()
+        };
+        self.ctx.deadline = self.hooks.deadlines().checkpoint();
+        let t = Instant::now();
+        let saved = checkpoint::save(
+            &mut self.ctx,
+            world,
+            &self.plan,
+            &self.model,
+            &self.opt,
+            step,
+            &sha,
+        )?;
+        self.hooks.checkpoint_took(t.elapsed().as_secs_f64());
+        if let (Some(c), 0) = (&saved, world.rank) {
+            println!(
+                "# checkpoint step {step}: {} x {} in {:.3} s ({:.3} GB/s), stall {:.3} s{}",
+                world.size,
+                report::size(c.bytes / world.size as u64),
+                c.write_s,
+                c.write_gbps,
+                c.stall_s,
+                if c.pruned.is_empty() {
+                    String::new()
+                } else {
+                    format!(", pruned steps {:?}", c.pruned)
+                }
+            );
+        }
+        Ok(saved)
+    }
+
+    /// Rank 0's record of one step: check the loss, log it, append it to steps.jsonl.
+    fn record(&mut self, step: u64, r: StepRecord, p: &mut Progress) -> Result<()> {
+        let plan = &self.plan;
+        if !r.loss.is_finite() && p.problems.is_empty() {
+            p.problems
+                .push(format!("the loss is {} at step {step}", r.loss));
+        }
+        if plan.log_every > 0 && (step % plan.log_every == 0 || step == plan.steps) {
+            println!(
+                "step {step:>6}/{}  loss {:.4}  step {:.2} ms  (compute {:.2}, grad exchange {:.2}, optimizer {:.2})",
+                plan.steps,
+                r.loss,
+                r.step_s * 1e3,
+                r.compute_s * 1e3,
+                r.comm_s * 1e3,
+                r.optimizer_s * 1e3
+            );
+            let _ = std::io::stdout().flush();
+        }
+        if let Some(j) = &mut self.steps_file {
+            j.append(&r)?;
+        }
+        p.records.push(r);
+        Ok(())
+    }
+
+    /// After the last step: check the replicas, measure the storage, and (rank 0)
+    /// print and write the report.
+    fn finish(self, mut p: Progress) -> Result<Outcome> {
+        let timeout = self.hooks.deadlines().checkpoint();
+        let final_sha = self.check_replicas(&mut p.problems)?;
+        let storage = if self.ctx.last_shard.is_some() && self.uses_ckpt {
+            Some(self.measure_storage(&mut p, timeout)?)
+        } else {
+            None
+        };
+        if self.world.rank != 0 {
+            return Ok(Outcome::Pass);
+        }
+        let outcome = Outcome::from_ok(p.problems.is_empty());
+        let report = self.report(p, final_sha, storage, outcome);
+        print!("\n{}", report::summary(&report));
+        if let Some(dir) = &report.plan.out {
+            results::write_json_atomic(&dir.join("run.json"), &report)?;
+            println!("# results: {}", dir.join("run.json").display());
+        }
+        Ok(outcome)
+    }
+
+    /// Every rank must end with the same weights: this rank's hash and whether all
+    /// agree (a problem names the ranks that differ from rank 0).
+    fn check_replicas(&self, problems: &mut Vec<String>) -> Result<(String, bool)> {
+        let world = self.world;
+        let final_sha = weights_hash(&self.model)?;
+        let all_sha: Vec<String> = world.all_gather_json(&final_sha)?;
+        let replicas_agree = all_sha.iter().all(|s| *s == final_sha);
+        if !replicas_agree {
+            let differ: Vec<usize> = (0..world.size)
+                .filter(|&r| all_sha[r] != all_sha[0])
+                .collect();
+            problems.push(format!(
+                "ranks {differ:?} ended with other weights than rank 0"
+            ));
+        }
+        Ok((final_sha, replicas_agree))
+    }
+
+    /// Read the last checkpoint back, then the raw baseline of the same size
+    /// (collective).
+    fn measure_storage(&self, p: &mut Progress, timeout: Duration) -> Result<StorageReport> {
+        let world = self.world;
+        let ckpt_read = self.read_back_last(p, timeout)?;
+        let shard_bytes = self.ctx.last_shard.as_ref().map(|s| s.bytes).unwrap_or(0);
+        let mut raw_bytes = 0u64;
+        world.comm.all_reduce_into(
+            &shard_bytes,
+            &mut raw_bytes,
+            mpi::collective::SystemOperation::max(),
+        );
+        let (raw_w, raw_r) = raw_io(
+            world,
+            &self.plan.ckpt_dir,
+            raw_bytes.max(1),
+            &self.dog,
+            timeout,
+        )?;
+        let ckpt_write_gbps = if p.checkpoints.is_empty() {
+            None
+        } else {
+            Some(burnin::stats::median(
+                &p.checkpoints
+                    .iter()
+                    .map(|c| c.write_gbps)
+                    .collect::<Vec<_>>(),
+            ))
+        };
+        let ck_r = ckpt_read.as_ref().map(|x| x.gbps);
+        Ok(StorageReport {
+            dir: self.plan.ckpt_dir.clone(),
+            shard_bytes,
+            ckpt_write_gbps,
+            write_ratio: report::ratio_of(ckpt_write_gbps, Some(raw_w.gbps)),
+            read_ratio: report::ratio_of(ck_r, Some(raw_r.gbps)),
+            ckpt_read,
+            raw_write: Some(raw_w),
+            raw_read: Some(raw_r),
+            cache_note: "reads after fsync + posix_fadvise(DONTNEED), best effort".into(),
+        })
+    }
+
+    /// Every rank reads its last shard back; the aggregate rate when every rank
+    /// could, and a problem for each rank that could not or found it changed.
+    fn read_back_last(&self, p: &mut Progress, timeout: Duration) -> Result<Option<IoRate>> {
+        let world = self.world;
+        guarded(
+            &self.dog,
+            "barrier before the checkpoint read-back",
+            timeout,
+            || world.comm.barrier(),
+        );
+        let last_step = p.records.last().map(|r| r.step).unwrap_or(p.start);
+        let mine =
+            checkpoint::read_back(&self.ctx, &self.model, last_step).map_err(|e| format!("{e:#}"));
+        let all: Vec<std::result::Result<Option<checkpoint::ReadBack>, String>> =
+            guarded(&self.dog, "checkpoint read-back", timeout, || {
+                world.all_gather_json(&mine)
+            })?;
+        let mut per_rank = Vec::new();
+        for (r, x) in all.iter().enumerate() {
+            match x {
+                Err(e) => p
+                    .problems
+                    .push(format!("reading back the last checkpoint on rank {r}: {e}")),
+                Ok(None) => {}
+                Ok(Some(rb)) => {
+                    per_rank.push((rb.bytes, rb.seconds));
+                    if let Some(pr) = &rb.problem {
+                        p.problems.push(format!("rank {r}: {pr}"));
+                    }
+                }
+            }
+        }
+        Ok((per_rank.len() == world.size).then(|| IoRate::from_ranks(&per_rank)))
+    }
+
+    /// Rank 0's report of the run. (It borrows the session: the backend and the hooks
+    /// stay up until the report is written.)
+    fn report(
+        &self,
+        p: Progress,
+        (final_sha, replicas_agree): (String, bool),
+        storage: Option<StorageReport>,
+        outcome: Outcome,
+    ) -> TrainReport {
+        let Progress {
+            resumed,
+            start,
+            records,
+            checkpoints,
+            problems,
+            shares,
+        } = p;
+        let ddp = &self.ddp;
+        let step_time = report::step_stats(&records);
+        let shares = shares.fractions();
+        let tokens_per_step = self.tokens_per_step;
+        TrainReport {
+            schema_version: report::SCHEMA_VERSION,
+            kind: "train".into(),
+            provenance: self.provenance.clone(),
+            device: device_name(self.device),
+            determinism: self.determinism.clone(),
+            parameters: self.plan.model.parameters(),
+            buckets: ddp.bucket_count(),
+            bucket_bytes: ddp.bucket_bytes(),
+            grad_path: Some(ddp.path()),
+            allreduce: burnin::results::comm::bucket_comm(
+                &ddp.bucket_bytes(),
+                &records
+                    .iter()
+                    .map(|r| r.bucket_allreduce_s.clone())
+                    .collect::<Vec<_>>(),
+                self.world.size,
+            ),
+            tokens_per_step,
+            resumed,
+            first_step: start + 1,
+            last_step: records.last().map(|r| r.step).unwrap_or(start),
+            steps_run: records.len() as u64,
+            tokens_per_s: if step_time.p50_us > 0.0 {
+                tokens_per_step as f64 / (step_time.p50_us / 1e6)
+            } else {
+                0.0
+            },
+            step_time,
+            compute_fraction: shares[0],
+            comm_fraction: shares[1],
+            allreduce_fraction: shares[2],
+            optimizer_fraction: shares[3],
+            losses: records.iter().map(|r| r.loss).collect(),
+            checkpoints,
+            storage,
+            final_weights_sha256: final_sha,
+            replicas_agree,
+            problems,
+            outcome: if outcome == Outcome::Pass {
+                "pass"
+            } else {
+                "fail"
+            }
+            .into(),
+            finished_unix: burnin::watchdog::unix_seconds(std::time::SystemTime::now()),
+            plan: self.plan.clone(),
+        }
+    }
+}
+
+/// The checkpoint directory must be creatable on every rank (when the run uses
+/// checkpoints), and --ckpt-bytes of padding must fit well inside the host's memory.
+fn check_ckpt_storage(world: &World, plan: &TrainPlan, uses_ckpt: bool) -> Result<()> {
     if uses_ckpt {
         let mine = std::fs::create_dir_all(&plan.ckpt_dir)
             .err()
@@ -348,312 +808,45 @@ pub fn run(
         });
         agree_on_problems(world, mine, "--ckpt-bytes")?;
     }
-    let model = Model::new(plan.model, plan.seed, device)?;
-    let mut opt = AdamW::new(&model, plan.lr)?;
-    let mut ddp = Ddp::new(be, &model, plan.bucket_bytes, timeout)?;
-    let before_exchange = format!(
-        "before its gradient all-reduce: {} bucket(s), {} of f32 in all",
-        ddp.bucket_count(),
-        report::size(plan.model.parameters() * 4)
+    Ok(())
+}
+
+/// Rank 0's header: the world, the device, the backend and the model.
+fn announce(world: &World, plan: &TrainPlan, device: Device, why: &str, ddp: &Ddp) {
+    println!(
+        "# burnin train: {} ranks on {} nodes, device {}, backend {why}",
+        world.size,
+        world.nodes.len(),
+        device_name(device),
     );
-    let tokens_per_step = world.size as u64 * plan.batch as u64 * plan.model.seq as u64;
-    if world.rank == 0 {
+    println!(
+        "# model: {} ({:.2} M parameters, {} gradient bucket(s) of up to {}); batch {} x {} tokens per rank, lr {}",
+        plan.model.describe(),
+        plan.model.parameters() as f64 / 1e6,
+        ddp.bucket_count(),
+        report::size(plan.bucket_bytes),
+        plan.batch,
+        plan.model.seq,
+        plan.lr
+    );
+    let _ = std::io::stdout().flush();
+}
+
+/// Rank 0's line on what a --resume found (nothing without --resume).
+fn announce_resume(world: &World, plan: &TrainPlan, resumed: Option<&RestoreRecord>) {
+    if let Some(r) = resumed {
         println!(
-            "# burnin train: {} ranks on {} nodes, device {}, backend {why}",
+            "# resumed from checkpoint step {} ({}): {} shard(s), {} verified (sha256) in {:.3} s",
+            r.step,
+            r.dir.display(),
             world.size,
-            world.nodes.len(),
-            device_name(device),
+            report::size(r.bytes),
+            r.restore_s
         );
-        println!(
-            "# model: {} ({:.2} M parameters, {} gradient bucket(s) of up to {}); batch {} x {} tokens per rank, lr {}",
-            plan.model.describe(),
-            plan.model.parameters() as f64 / 1e6,
-            ddp.bucket_count(),
-            report::size(plan.bucket_bytes),
-            plan.batch,
-            plan.model.seq,
-            plan.lr
-        );
-        let _ = std::io::stdout().flush();
-    }
-    let mut ctx = CkptCtx {
-        root: plan.ckpt_dir.clone(),
-        pad: None,
-        device_name: device_name(device),
-        dog: dog.clone(),
-        deadline: timeout,
-        pending_removal: Vec::new(),
-        last_shard: None,
-    };
-    let resumed = if plan.resume {
-        let t = Instant::now();
-        let r = checkpoint::restore(&mut ctx, world, &plan, &model, &mut opt)?;
-        hooks.restored(
-            r.as_ref().map(|r| r.step),
-            r.as_ref()
-                .map(|r| r.restore_s)
-                .unwrap_or_else(|| t.elapsed().as_secs_f64()),
-            r.as_ref().map(|r| r.skipped.clone()).unwrap_or_default(),
-        );
-        r
-    } else {
-        if plan.ckpt_every > 0 {
-            checkpoint::prepare_fresh(&ctx, world)?;
-        }
-        None
-    };
-    let start = resumed.as_ref().map(|r| r.step).unwrap_or(0);
-    if let Some(r) = &resumed {
-        // Continue the checkpoint's data stream.
-        plan.seed = r.seed;
-        if world.rank == 0 {
-            println!(
-                "# resumed from checkpoint step {} ({}): {} shard(s), {} verified (sha256) in {:.3} s",
-                r.step,
-                r.dir.display(),
-                world.size,
-                report::size(r.bytes),
-                r.restore_s
-            );
-        }
-    } else if plan.resume && world.rank == 0 {
+    } else if plan.resume {
         println!(
             "# nothing to resume from in {}: starting at step 1",
             plan.ckpt_dir.display()
         );
     }
-    if plan.ckpt_every > 0 {
-        ctx.pad = checkpoint::make_pad(
-            plan.ckpt_bytes,
-            &model,
-            data::mix(&[plan.seed, world.rank as u64, PAD_STREAM]),
-        )?;
-    }
-    if start >= plan.steps && world.rank == 0 {
-        println!(
-            "# already at step {start} of --steps {}: nothing to train",
-            plan.steps
-        );
-    }
-    let mut records: Vec<StepRecord> = Vec::new();
-    let mut checkpoints: Vec<CkptWrite> = Vec::new();
-    let mut problems: Vec<String> = Vec::new();
-    let mut shares = report::ShareSums::default();
-    for step in start + 1..=plan.steps {
-        let step_deadline = hooks.step_deadline();
-        ddp.set_deadline(step_deadline);
-        let pre = hooks.before_step(step, &before_exchange);
-        let mut out = train_step(
-            &model, &mut opt, &mut ddp, &plan, plan.seed, step, world.rank,
-        )
-        .with_context(|| format!("step {step}"))?;
-        // The straggler's sleep is its compute; the check-in is waiting for peers.
-        out.rank.compute_s += pre.slow_s;
-        out.rank.comm_s += pre.checkin_s;
-        out.rank.allreduce_s += pre.checkin_s;
-        out.rank.step_s += pre.slow_s + pre.checkin_s;
-        hooks.after_step(step, out.rank.compute_s);
-        let gathered = guarded(
-            &dog,
-            &format!("gathering the timings of step {step}"),
-            step_deadline,
-            || world.gather_json(&out.rank),
-        )?;
-        if let Some(all) = &gathered {
-            hooks.observe_ranks(step, &all.iter().map(|r| r.compute_s).collect::<Vec<_>>());
-        }
-        let mut record = gathered.map(|all| {
-            shares.add(&all);
-            StepRecord::from_ranks(step, &all, tokens_per_step)
-        });
-        if plan.checkpoint_due(step) {
-            let sha = if world.rank == 0 {
-                weights_hash(&model)?
-            } else {
-                String::new()
-            };
-            ctx.deadline = hooks.deadlines().checkpoint();
-            let t = Instant::now();
-            let saved = checkpoint::save(&mut ctx, world, &plan, &model, &opt, step, &sha)?;
-            hooks.checkpoint_took(t.elapsed().as_secs_f64());
-            if let Some(c) = saved {
-                if world.rank == 0 {
-                    println!(
-                        "# checkpoint step {step}: {} x {} in {:.3} s ({:.3} GB/s), stall {:.3} s{}",
-                        world.size,
-                        report::size(c.bytes / world.size as u64),
-                        c.write_s,
-                        c.write_gbps,
-                        c.stall_s,
-                        if c.pruned.is_empty() {
-                            String::new()
-                        } else {
-                            format!(", pruned steps {:?}", c.pruned)
-                        }
-                    );
-                }
-                if let Some(r) = &mut record {
-                    r.checkpoint = Some(c.clone());
-                }
-                checkpoints.push(c);
-            }
-        }
-        if let Some(r) = record {
-            if !r.loss.is_finite() && problems.is_empty() {
-                problems.push(format!("the loss is {} at step {step}", r.loss));
-            }
-            if plan.log_every > 0 && (step % plan.log_every == 0 || step == plan.steps) {
-                println!(
-                    "step {step:>6}/{}  loss {:.4}  step {:.2} ms  (compute {:.2}, grad exchange {:.2}, optimizer {:.2})",
-                    plan.steps,
-                    r.loss,
-                    r.step_s * 1e3,
-                    r.compute_s * 1e3,
-                    r.comm_s * 1e3,
-                    r.optimizer_s * 1e3
-                );
-                let _ = std::io::stdout().flush();
-            }
-            if let Some(j) = &mut steps_file {
-                j.append(&r)?;
-            }
-            records.push(r);
-        }
-        hooks.end_of_step(step);
-    }
-    hooks.finished(plan.steps.max(start));
-    let timeout = hooks.deadlines().checkpoint();
-
-    // Replicas: every rank must end with the same weights.
-    let final_sha = weights_hash(&model)?;
-    let all_sha: Vec<String> = world.all_gather_json(&final_sha)?;
-    let replicas_agree = all_sha.iter().all(|s| *s == final_sha);
-    if !replicas_agree {
-        let differ: Vec<usize> = (0..world.size)
-            .filter(|&r| all_sha[r] != all_sha[0])
-            .collect();
-        problems.push(format!(
-            "ranks {differ:?} ended with other weights than rank 0"
-        ));
-    }
-
-    // Storage: read the last checkpoint back, then the raw baseline of the same size.
-    let mut storage_report = None;
-    if ctx.last_shard.is_some() && uses_ckpt {
-        guarded(
-            &dog,
-            "barrier before the checkpoint read-back",
-            timeout,
-            || world.comm.barrier(),
-        );
-        let last_step = records.last().map(|r| r.step).unwrap_or(start);
-        let mine = checkpoint::read_back(&ctx, &model, last_step).map_err(|e| format!("{e:#}"));
-        let all: Vec<std::result::Result<Option<checkpoint::ReadBack>, String>> =
-            guarded(&dog, "checkpoint read-back", timeout, || {
-                world.all_gather_json(&mine)
-            })?;
-        let mut per_rank = Vec::new();
-        for (r, x) in all.iter().enumerate() {
-            match x {
-                Err(e) => {
-                    problems.push(format!("reading back the last checkpoint on rank {r}: {e}"))
-                }
-                Ok(None) => {}
-                Ok(Some(rb)) => {
-                    per_rank.push((rb.bytes, rb.seconds));
-                    if let Some(p) = &rb.problem {
-                        problems.push(format!("rank {r}: {p}"));
-                    }
-                }
-            }
-        }
-        let ckpt_read = (per_rank.len() == world.size).then(|| IoRate::from_ranks(&per_rank));
-        let shard_bytes = ctx.last_shard.as_ref().map(|s| s.bytes).unwrap_or(0);
-        let mut raw_bytes = 0u64;
-        world.comm.all_reduce_into(
-            &shard_bytes,
-            &mut raw_bytes,
-            mpi::collective::SystemOperation::max(),
-        );
-        let (raw_w, raw_r) = raw_io(world, &plan.ckpt_dir, raw_bytes.max(1), &dog, timeout)?;
-        let ckpt_write_gbps = if checkpoints.is_empty() {
-            None
-        } else {
-            Some(burnin::stats::median(
-                &checkpoints.iter().map(|c| c.write_gbps).collect::<Vec<_>>(),
-            ))
-        };
-        let ck_r = ckpt_read.as_ref().map(|x| x.gbps);
-        storage_report = Some(StorageReport {
-            dir: plan.ckpt_dir.clone(),
-            shard_bytes,
-            ckpt_write_gbps,
-            write_ratio: report::ratio_of(ckpt_write_gbps, Some(raw_w.gbps)),
-            read_ratio: report::ratio_of(ck_r, Some(raw_r.gbps)),
-            ckpt_read,
-            raw_write: Some(raw_w),
-            raw_read: Some(raw_r),
-            cache_note: "reads after fsync + posix_fadvise(DONTNEED), best effort".into(),
-        });
-    }
-    if world.rank != 0 {
-        return Ok(Outcome::Pass);
-    }
-    let step_time = report::step_stats(&records);
-    let shares = shares.fractions();
-    let outcome = Outcome::from_ok(problems.is_empty());
-    let report = TrainReport {
-        schema_version: report::SCHEMA_VERSION,
-        kind: "train".into(),
-        provenance,
-        device: device_name(device),
-        determinism,
-        parameters: plan.model.parameters(),
-        buckets: ddp.bucket_count(),
-        bucket_bytes: ddp.bucket_bytes(),
-        grad_path: Some(ddp.path()),
-        allreduce: burnin::results::comm::bucket_comm(
-            &ddp.bucket_bytes(),
-            &records
-                .iter()
-                .map(|r| r.bucket_allreduce_s.clone())
-                .collect::<Vec<_>>(),
-            world.size,
-        ),
-        tokens_per_step,
-        resumed,
-        first_step: start + 1,
-        last_step: records.last().map(|r| r.step).unwrap_or(start),
-        steps_run: records.len() as u64,
-        tokens_per_s: if step_time.p50_us > 0.0 {
-            tokens_per_step as f64 / (step_time.p50_us / 1e6)
-        } else {
-            0.0
-        },
-        step_time,
-        compute_fraction: shares[0],
-        comm_fraction: shares[1],
-        allreduce_fraction: shares[2],
-        optimizer_fraction: shares[3],
-        losses: records.iter().map(|r| r.loss).collect(),
-        checkpoints,
-        storage: storage_report,
-        final_weights_sha256: final_sha,
-        replicas_agree,
-        problems,
-        outcome: if outcome == Outcome::Pass {
-            "pass"
-        } else {
-            "fail"
-        }
-        .into(),
-        finished_unix: burnin::watchdog::unix_seconds(std::time::SystemTime::now()),
-        plan,
-    };
-    print!("\n{}", report::summary(&report));
-    if let Some(dir) = &report.plan.out {
-        results::write_json_atomic(&dir.join("run.json"), &report)?;
-        println!("# results: {}", dir.join("run.json").display());
-    }
-    Ok(outcome)
 }
