@@ -18,12 +18,11 @@
 use crate::card::Card;
 use crate::kinds::Node;
 use crate::results::acceptance::{AcceptanceRecord, JobRecord};
-use crate::results::provenance::Provenance;
 use crate::results::sweep::{Point, SweepReport};
+use crate::results::train::{CkptWrite, StepRecord, TrainReport};
 pub use crate::results::{
     check_schema, SchemaRange, ACCEPTANCE_SCHEMA, SWEEP_SCHEMA, TRAIN_SCHEMA,
 };
-use crate::stats::TimeStats;
 use crate::topology::file::Topology;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -132,85 +131,14 @@ impl SweepData {
     }
 }
 
-/// One checkpoint write of a training run.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default)]
-pub struct CkptView {
-    pub step: u64,
-    pub bytes: u64,
-    pub write_s: f64,
-    pub write_gbps: f64,
-    pub stall_s: f64,
-}
-
-/// One line of steps.jsonl.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default)]
-pub struct StepView {
-    pub step: u64,
-    pub loss: f64,
-    pub step_s: f64,
-    pub unix: f64,
-    pub checkpoint: Option<CkptView>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default)]
-pub struct StorageView {
-    pub shard_bytes: u64,
-    pub ckpt_write_gbps: Option<f64>,
-    pub write_ratio: Option<f64>,
-    pub read_ratio: Option<f64>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default)]
-pub struct ResumedView {
-    pub step: u64,
-    pub restore_s: f64,
-    pub read_gbps: f64,
-}
-
-/// The parts of a train run.json the report uses.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-#[serde(default)]
-pub struct TrainRun {
-    pub schema_version: u32,
-    pub provenance: Option<Provenance>,
-    pub device: String,
-    pub parameters: u64,
-    pub tokens_per_step: u64,
-    pub resumed: Option<ResumedView>,
-    pub first_step: u64,
-    pub last_step: u64,
-    pub steps_run: u64,
-    pub step_time: TimeStats,
-    pub tokens_per_s: f64,
-    pub compute_fraction: f64,
-    pub comm_fraction: f64,
-    pub optimizer_fraction: f64,
-    pub losses: Vec<f64>,
-    pub checkpoints: Vec<CkptView>,
-    pub storage: Option<StorageView>,
-    /// The gradient all-reduce per bucket size (absent before it was recorded).
-    #[serde(default)]
-    pub allreduce: Vec<crate::results::comm::BucketComm>,
-    /// Where the buckets were reduced ("direct", "host-staged", "uploaded").
-    #[serde(default)]
-    pub grad_path: Option<String>,
-    pub final_weights_sha256: String,
-    pub replicas_agree: bool,
-    pub problems: Vec<String>,
-    pub outcome: String,
-    pub finished_unix: f64,
-}
-
 /// A training run, finished or not.
 #[derive(Clone, Debug)]
 pub struct TrainData {
     pub dir: PathBuf,
-    pub run: Option<TrainRun>,
-    pub steps: Vec<StepView>,
+    /// run.json, when the run finished.
+    pub run: Option<TrainReport>,
+    /// steps.jsonl's lines that parse.
+    pub steps: Vec<StepRecord>,
 }
 
 impl TrainData {
@@ -226,7 +154,7 @@ impl TrainData {
     }
 
     /// Checkpoint writes (the finished run's list, else those in steps.jsonl).
-    pub fn checkpoints(&self) -> Vec<CkptView> {
+    pub fn checkpoints(&self) -> Vec<CkptWrite> {
         match &self.run {
             Some(r) => r.checkpoints.clone(),
             None => self
@@ -713,7 +641,7 @@ impl RunData {
             .into_iter()
             .flatten()
         {
-            if let Some(p) = t.run.as_ref().and_then(|r| r.provenance.as_ref()) {
+            if let Some(p) = t.run.as_ref().map(|r| &r.provenance) {
                 return p.nodes.clone();
             }
         }
@@ -768,7 +696,7 @@ impl RunData {
             .into_iter()
             .flatten()
         {
-            if let Some(p) = t.run.as_ref().and_then(|r| r.provenance.as_ref()) {
+            if let Some(p) = t.run.as_ref().map(|r| &r.provenance) {
                 return Some(p.world_size);
             }
         }

@@ -8,7 +8,7 @@
 //! map the probe saw, else only what the points themselves show.
 use super::charts::{self, BwSeries};
 use super::cost;
-use super::data::{CkptView, RunData, SweepData, TrainData, TrainRun, CHAOS_EVENTS};
+use super::data::{RunData, SweepData, TrainData, CHAOS_EVENTS};
 use super::verdict;
 use super::{Block, Doc, Table};
 use crate::card::SweepCriteria;
@@ -18,6 +18,7 @@ use crate::results::acceptance::{passed, Criterion, JobStatus, Status};
 use crate::results::analysis::{Analysis, PairMatrix};
 use crate::results::provenance::Provenance;
 use crate::results::sweep::Point;
+use crate::results::train::{CkptWrite, TrainReport};
 use crate::results::utc_text;
 use crate::topology;
 use crate::transport::TransportReport;
@@ -288,7 +289,7 @@ fn provenance(d: &mut Doc, data: &RunData) {
         .train
         .as_ref()
         .and_then(|t| t.run.as_ref())
-        .and_then(|r| r.provenance.as_ref());
+        .map(|r| &r.provenance);
     let prov = sweep_prov.or(train_prov);
     d.list(provenance_items(data, prov));
     node_table(d, data);
@@ -1100,7 +1101,7 @@ impl Rows {
 }
 
 /// A finished training run: what it ran, how fast, and what it ended with.
-fn train_run_rows(rows: &mut Rows, data: &RunData, r: &TrainRun) {
+fn train_run_rows(rows: &mut Rows, data: &RunData, r: &TrainReport) {
     rows.row(
         "device",
         format!(
@@ -1151,7 +1152,7 @@ fn train_run_rows(rows: &mut Rows, data: &RunData, r: &TrainRun) {
 }
 
 /// The gradient all-reduce: each bucket size, and against the sweep.
-fn train_comm_rows(rows: &mut Rows, data: &RunData, r: &TrainRun) {
+fn train_comm_rows(rows: &mut Rows, data: &RunData, r: &TrainReport) {
     for b in &r.allreduce {
         rows.row(
             "gradient all-reduce",
@@ -1162,8 +1163,7 @@ fn train_comm_rows(rows: &mut Rows, data: &RunData, r: &TrainRun) {
                 b.time_p50_s * 1e3,
                 f3(b.busbw_gbps),
                 r.grad_path
-                    .as_deref()
-                    .map(|p| format!(" ({p})"))
+                    .map(|p| format!(" ({})", p.name()))
                     .unwrap_or_default()
             ),
         );
@@ -1206,7 +1206,7 @@ fn resume_rows(rows: &mut Rows, data: &RunData) {
     }
 }
 
-fn checkpoint_table(d: &mut Doc, ckpts: &[CkptView]) {
+fn checkpoint_table(d: &mut Doc, ckpts: &[CkptWrite]) {
     if ckpts.is_empty() {
         return;
     }
@@ -1235,7 +1235,7 @@ fn checkpoint_table(d: &mut Doc, ckpts: &[CkptView]) {
 }
 
 /// Loss (uninterrupted and resumed) and step time over the steps, checkpoints marked.
-fn train_charts(d: &mut Doc, data: &RunData, t: &TrainData, ckpts: &[CkptView]) {
+fn train_charts(d: &mut Doc, data: &RunData, t: &TrainData, ckpts: &[CkptWrite]) {
     let marks: Vec<(f64, String)> = ckpts
         .iter()
         .map(|c| (c.step as f64, "checkpoint".to_string()))

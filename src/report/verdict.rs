@@ -9,13 +9,14 @@
 //!   not selected (`--phases`) leaves its criteria NOT RUN, which is not a failure;
 //! - a folder without a card (a bare `burnin sweep --out` folder) is judged by the
 //!   defaults: zero wrong elements, no outlier, and the topology's own `min_fraction`.
-use super::data::{ChaosTrial, ProbeRow, RunData, SweepData, TrainData, TrainRun};
+use super::data::{ChaosTrial, ProbeRow, RunData, SweepData, TrainData};
 use crate::card::{Card, ChaosCriteria, SweepCriteria, TrainCriteria};
 use crate::kinds::CollKind;
 use crate::kinds::TierKind;
 use crate::results::acceptance::JobStatus;
 pub use crate::results::acceptance::{Criterion, Status};
 use crate::results::analysis::{Analysis, TierResult};
+use crate::results::train::TrainReport;
 use crate::sweep::analysis::{analyze, Rules};
 use crate::topology::file::Topology;
 use crate::units::Bytes;
@@ -638,7 +639,7 @@ fn judge_transport(data: &RunData, c: &SweepCriteria) -> Option<Criterion> {
     Some(k)
 }
 
-fn finished_ok(t: Option<&TrainData>) -> Option<&TrainRun> {
+fn finished_ok(t: Option<&TrainData>) -> Option<&TrainReport> {
     t.and_then(|t| t.run.as_ref())
 }
 
@@ -674,7 +675,7 @@ fn judge_train(data: &RunData, c: &TrainCriteria) -> Vec<Criterion> {
 }
 
 /// The run reached its last (planned) step with no problem and agreeing replicas.
-fn train_completes(data: &RunData, run: Option<&TrainRun>) -> Criterion {
+fn train_completes(data: &RunData, run: Option<&TrainReport>) -> Criterion {
     let planned = data.card().and_then(|c| c.train.as_ref()).map(|t| t.steps);
     let mut k = crit(
         "train.completes",
@@ -716,7 +717,7 @@ fn train_completes(data: &RunData, run: Option<&TrainRun>) -> Criterion {
 }
 
 /// `min_ckpt_write_gbps`: the run's aggregate, else the median of its checkpoints.
-fn train_ckpt_write(data: &RunData, run: Option<&TrainRun>, floor: f64) -> Criterion {
+fn train_ckpt_write(data: &RunData, run: Option<&TrainReport>, floor: f64) -> Criterion {
     let mut k = crit(
         "train.ckpt_write",
         "train",
@@ -743,7 +744,7 @@ fn train_ckpt_write(data: &RunData, run: Option<&TrainRun>, floor: f64) -> Crite
 }
 
 /// `max_step_p50_ms`: the median step time.
-fn train_step_p50(run: Option<&TrainRun>, ceil: f64) -> Criterion {
+fn train_step_p50(run: Option<&TrainReport>, ceil: f64) -> Criterion {
     let mut k = crit(
         "train.step_p50",
         "train",
@@ -763,7 +764,7 @@ fn train_step_p50(run: Option<&TrainRun>, ceil: f64) -> Criterion {
 }
 
 /// `min_comm_efficiency`: the gradient all-reduce against the sweep at its size.
-fn train_comm_efficiency(data: &RunData, run: Option<&TrainRun>, floor: f64) -> Criterion {
+fn train_comm_efficiency(data: &RunData, run: Option<&TrainReport>, floor: f64) -> Criterion {
     let mut k = crit(
         "train.comm_efficiency",
         "train",
@@ -810,7 +811,7 @@ fn train_comm_efficiency(data: &RunData, run: Option<&TrainRun>, floor: f64) -> 
 
 /// `resume_parity`: the resumed run's weights and losses against the uninterrupted
 /// run's (not gated: the caller gates it by all three jobs).
-fn train_resume_parity(data: &RunData, full: Option<&TrainRun>) -> Criterion {
+fn train_resume_parity(data: &RunData, full: Option<&TrainReport>) -> Criterion {
     let mut k = crit(
         "train.resume_parity",
         "train",

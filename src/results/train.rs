@@ -390,6 +390,14 @@ pub enum GradPath {
 }
 
 impl GradPath {
+    /// The name run.json gives it ("direct", "host-staged", "uploaded").
+    pub fn name(self) -> &'static str {
+        match self {
+            GradPath::Direct => "direct",
+            GradPath::HostStaged => "host-staged",
+            GradPath::Uploaded => "uploaded",
+        }
+    }
     pub fn describe(self) -> &'static str {
         match self {
             GradPath::Direct => "buckets reduced in place where the gradients live",
