@@ -280,6 +280,8 @@ mod tests {
         };
         let mut outs: Vec<Vec<Option<f64>>> =
             vec![vec![None; if in_place { l.in_place() } else { l.recv }]; n];
+        // Every rank's step-th primitive together (the index reads other ranks' too).
+        #[allow(clippy::needless_range_loop)]
         for step in 0..steps {
             for (r, out) in outs.iter_mut().enumerate() {
                 let need = c.needs(p, r).recv;
