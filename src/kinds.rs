@@ -130,71 +130,70 @@ impl RedOp {
     }
 }
 
-/// The collectives burnin measures (nccl-tests' set).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    PartialOrd,
-    Ord,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum CollKind {
-    AllReduce,
-    AllGather,
-    ReduceScatter,
-    Broadcast,
-    Reduce,
-    #[serde(rename = "alltoall")]
-    AllToAll,
-    #[serde(rename = "sendrecv")]
-    SendRecv,
+/// The collective table: one line per collective. `kind` is its [`CollKind`] variant
+/// and the name of its type in `src/collective/<file>.rs` (which says its sizes, data,
+/// expected result and launch); `name` is how tables, JSON and `-c` name it.
+/// [`CollKind`] is made from this list here, `collective::get` in `collective`; adding
+/// a collective is its file and one line here (docs/ARCHITECTURE.md walks through it).
+macro_rules! collective_table {
+    ($make:ident) => {
+        $make! {
+        //  kind           file            name              reduces  rooted
+            AllReduce      all_reduce      "all_reduce"      true     false,
+            AllGather      all_gather      "all_gather"      false    false,
+            ReduceScatter  reduce_scatter  "reduce_scatter"  true     false,
+            Broadcast      broadcast       "broadcast"       false    true,
+            Reduce         reduce          "reduce"          true     true,
+            AllToAll       alltoall        "alltoall"        false    false,
+            SendRecv       sendrecv        "sendrecv"        false    false,
+        }
+    };
 }
+pub(crate) use collective_table;
+
+/// [`CollKind`] from the lines of [`collective_table`].
+macro_rules! coll_kinds {
+    ($($kind:ident $file:ident $name:literal $reduces:literal $rooted:literal,)*) => {
+        /// The collectives burnin measures (nccl-tests' set), in the table's order.
+        #[derive(
+            Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord,
+            schemars::JsonSchema,
+        )]
+        pub enum CollKind {
+            $(#[serde(rename = $name)] $kind,)*
+        }
+
+        impl CollKind {
+            pub const ALL: [CollKind; [$($name),*].len()] = [$(CollKind::$kind),*];
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(CollKind::$kind => $name,)*
+                }
+            }
+            /// Whether the collective applies a reduction operation.
+            pub fn reduces(self) -> bool {
+                match self {
+                    $(CollKind::$kind => $reduces,)*
+                }
+            }
+            /// Whether the collective has a root rank.
+            pub fn rooted(self) -> bool {
+                match self {
+                    $(CollKind::$kind => $rooted,)*
+                }
+            }
+        }
+    };
+}
+collective_table!(coll_kinds);
 
 impl CollKind {
-    pub const ALL: [CollKind; 7] = [
-        CollKind::AllReduce,
-        CollKind::AllGather,
-        CollKind::ReduceScatter,
-        CollKind::Broadcast,
-        CollKind::Reduce,
-        CollKind::AllToAll,
-        CollKind::SendRecv,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            CollKind::AllReduce => "all_reduce",
-            CollKind::AllGather => "all_gather",
-            CollKind::ReduceScatter => "reduce_scatter",
-            CollKind::Broadcast => "broadcast",
-            CollKind::Reduce => "reduce",
-            CollKind::AllToAll => "alltoall",
-            CollKind::SendRecv => "sendrecv",
-        }
-    }
     pub fn parse(s: &str) -> Option<CollKind> {
         let t = s.trim().to_ascii_lowercase().replace('-', "_");
         let t = t.strip_suffix("_perf").unwrap_or(&t);
         CollKind::ALL
             .into_iter()
             .find(|k| k.name() == t || k.name().replace('_', "") == t)
-    }
-    /// Whether the collective applies a reduction operation.
-    pub fn reduces(self) -> bool {
-        matches!(
-            self,
-            CollKind::AllReduce | CollKind::ReduceScatter | CollKind::Reduce
-        )
-    }
-    /// Whether the collective has a root rank.
-    pub fn rooted(self) -> bool {
-        matches!(self, CollKind::Broadcast | CollKind::Reduce)
     }
 }
 

@@ -14,9 +14,10 @@
 pub mod mpi;
 pub mod nccl;
 
-use crate::collective::{Mismatch, Pattern};
+use crate::collective::{self, Mismatch, Params, Pattern};
 use crate::kinds::{CollKind, Dtype, RedOp};
-use anyhow::Result;
+use crate::units::Bytes;
+use anyhow::{anyhow, Result};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::time::Duration;
@@ -81,6 +82,92 @@ impl Call {
         }
         s
     }
+}
+
+impl Call {
+    /// What the collective table needs to know of this call in a group of `n`.
+    pub fn params(&self, n: usize) -> Params {
+        Params {
+            n,
+            count: self.count,
+            dtype: self.dtype,
+            op: self.op,
+            root: self.root,
+        }
+    }
+
+    /// This call laid out on `rank`'s buffers (`have`: their lengths in bytes), or
+    /// which buffer is too short: the one buffer layout both backends address.
+    pub fn place(&self, rank: usize, n: usize, have: BufLens) -> Result<Placement> {
+        let (send, recv) = needed_bytes(self, rank, n);
+        let short = |which: &str, have: usize, need: usize| {
+            anyhow!(
+                "{}: the {which} buffer has {} but the call needs {} on this rank",
+                self.describe(),
+                Bytes(have as u64),
+                Bytes(need as u64)
+            )
+        };
+        let (send_at, recv_at) = match have {
+            BufLens::OutOfPlace { send: s, recv: r } => {
+                if s < send {
+                    return Err(short("send", s, send));
+                }
+                if r < recv {
+                    return Err(short("receive", r, recv));
+                }
+                (0, 0)
+            }
+            BufLens::InPlace(len) => {
+                let need = send.max(recv);
+                if len < need {
+                    return Err(short("in-place", len, need));
+                }
+                in_place_offsets(self, rank, n)
+            }
+        };
+        Ok(Placement {
+            send,
+            recv,
+            send_at,
+            recv_at,
+        })
+    }
+}
+
+/// The lengths in bytes of a call's buffers (see [`Bufs`]).
+#[derive(Clone, Copy, Debug)]
+pub enum BufLens {
+    OutOfPlace { send: usize, recv: usize },
+    InPlace(usize),
+}
+
+/// Where one rank's call reads and writes, in bytes ([`Call::place`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Bytes read from the input and written to the output.
+    pub send: usize,
+    pub recv: usize,
+    /// Offsets of the input in the send buffer and of the output in the receive
+    /// buffer (in place, both in the one buffer; out of place, 0).
+    pub send_at: usize,
+    pub recv_at: usize,
+}
+
+/// Bytes a call reads from its send buffer and writes to its receive buffer on
+/// `rank` of `n` (the collective's `needs`; the module header for the counts). The
+/// in-place buffer must hold the larger of the two.
+pub fn needed_bytes(call: &Call, rank: usize, n: usize) -> (usize, usize) {
+    let need = collective::get(call.kind).needs(&call.params(n.max(1)), rank);
+    let es = call.dtype.size();
+    (need.send * es, need.recv * es)
+}
+
+/// Byte offsets into the one buffer of an in-place call: (send, recv).
+pub fn in_place_offsets(call: &Call, rank: usize, n: usize) -> (usize, usize) {
+    let (send, recv) = collective::get(call.kind).in_place_at(&call.params(n.max(1)), rank);
+    let es = call.dtype.size();
+    (send * es, recv * es)
 }
 
 /// Which implementation a backend is.
@@ -380,6 +467,48 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn call(kind: CollKind, count: usize, dtype: Dtype, root: usize) -> Call {
+        Call {
+            kind,
+            dtype,
+            op: RedOp::Sum,
+            root,
+            count,
+            in_place: false,
+        }
+    }
+
+    #[test]
+    fn buffer_needs_follow_nccl_tests_counts() {
+        let n = 4;
+        let c = |k| call(k, 1024, Dtype::F32, 1);
+        assert_eq!(needed_bytes(&c(CollKind::AllReduce), 0, n), (4096, 4096));
+        assert_eq!(needed_bytes(&c(CollKind::AllGather), 0, n), (1024, 4096));
+        assert_eq!(
+            needed_bytes(&c(CollKind::ReduceScatter), 0, n),
+            (4096, 1024)
+        );
+        assert_eq!(needed_bytes(&c(CollKind::AllToAll), 0, n), (4096, 4096));
+        assert_eq!(needed_bytes(&c(CollKind::SendRecv), 0, n), (4096, 4096));
+        // Rooted: only the root reads (broadcast) or gets (reduce) the message.
+        assert_eq!(needed_bytes(&c(CollKind::Broadcast), 0, n), (0, 4096));
+        assert_eq!(needed_bytes(&c(CollKind::Broadcast), 1, n), (4096, 4096));
+        assert_eq!(needed_bytes(&c(CollKind::Reduce), 0, n), (4096, 0));
+        assert_eq!(needed_bytes(&c(CollKind::Reduce), 1, n), (4096, 4096));
+    }
+
+    #[test]
+    fn in_place_offsets_are_nccls() {
+        let n = 4;
+        let ag = call(CollKind::AllGather, 1024, Dtype::F16, 0);
+        // chunk = 256 elements × 2 bytes; rank 3's input sits at 3 chunks.
+        assert_eq!(in_place_offsets(&ag, 3, n), (3 * 512, 0));
+        let rs = call(CollKind::ReduceScatter, 1024, Dtype::F16, 0);
+        assert_eq!(in_place_offsets(&rs, 2, n), (0, 2 * 512));
+        let ar = call(CollKind::AllReduce, 1024, Dtype::F16, 0);
+        assert_eq!(in_place_offsets(&ar, 2, n), (0, 0));
+    }
 
     #[test]
     fn json_names_are_the_table_names() {

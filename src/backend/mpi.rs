@@ -2,12 +2,14 @@
 //!
 //! The raw API (rsmpi's `ffi`) is used rather than rsmpi's typed wrappers because a
 //! sweep handles untyped byte buffers with a run-time element type, and needs
-//! `MPI_IN_PLACE`, which rsmpi does not expose. All `unsafe` of this backend is in
-//! [`MpiBackend::launch`]; its invariants are written there.
+//! `MPI_IN_PLACE`, which rsmpi does not expose. All `unsafe` of this backend's calls
+//! is in `MpiCall`, its implementation of the collectives' primitives; its invariants
+//! are written there.
 use super::{
-    Backend, BackendKind, Buffer, Bufs, Call, CollKind, Dtype, HostBuffer, Memory, RedOp, WaitCtx,
+    Backend, BackendKind, BufLens, Buffer, Bufs, Call, Dtype, HostBuffer, Memory, RedOp, WaitCtx,
 };
 use crate::collective::pattern::{self, Mismatch, Pattern};
+use crate::collective::{P2p, Prims};
 use crate::watchdog::Watchdog;
 use anyhow::{bail, Result};
 use mpi::ffi;
@@ -79,121 +81,288 @@ impl MpiBackend {
         }
     }
 
-    /// One collective call, blocking until this rank's part is complete.
-    fn launch(&self, call: &Call, send: *const u8, recv: *mut u8) -> Result<()> {
+    /// One collective call, blocking until this rank's part is complete: the
+    /// collective's launch on [`MpiCall`]'s primitives.
+    fn launch(&self, call: &Call, at: Addrs) -> Result<()> {
         let Some(dt) = Self::datatype(call.dtype) else {
             bail!(
                 "the mpi backend has no {} (use --backend nccl, or -d f32,f64,i32,u8)",
                 call.dtype
             )
         };
-        let n = self.size;
-        let count = call.count;
-        let chunk = count / n;
-        let esize = call.dtype.size();
-        let op = Self::mpi_op(call.op);
-        let comm = self.comm.as_raw();
-        let root = call.root as i32;
-        let ip = self.in_place;
-        // In-place: the send argument is MPI_IN_PLACE and the data is in `recv`.
-        let sendp = |out_of_place: *const u8| -> *const c_void {
-            if call.in_place {
-                ip
-            } else {
-                out_of_place.cast()
-            }
+        let mut x = MpiCall {
+            be: self,
+            call,
+            dt,
+            at,
         };
-        let recvp: *mut c_void = recv.cast();
-        // SAFETY (every call below): the caller (run_timed) sized `send` and `recv` from
-        // the collective table for this exact call: send ≥ send-count × esize bytes and
-        // recv ≥ recv-count × esize bytes (for in-place, recv is the one buffer of
-        // max(send, recv) bytes and send == recv). The buffers outlive the call, which
-        // is blocking, and no other reference to them is used meanwhile. Counts fit an
-        // i32 (checked when the sweep is planned). `comm` is a live communicator.
-        let rc = unsafe {
-            match call.kind {
-                CollKind::AllReduce => {
-                    ffi::MPI_Allreduce(sendp(send), recvp, count as i32, dt, op, comm)
-                }
-                CollKind::AllGather => ffi::MPI_Allgather(
-                    if call.in_place { ip } else { send.cast() },
-                    chunk as i32,
-                    dt,
-                    recvp,
-                    chunk as i32,
-                    dt,
-                    comm,
-                ),
-                CollKind::ReduceScatter => {
-                    ffi::MPI_Reduce_scatter_block(sendp(send), recvp, chunk as i32, dt, op, comm)
-                }
-                CollKind::Broadcast => {
-                    if !call.in_place && self.rank == call.root {
-                        std::ptr::copy_nonoverlapping(send, recv, count * esize);
-                    }
-                    ffi::MPI_Bcast(recvp, count as i32, dt, root, comm)
-                }
-                CollKind::Reduce => {
-                    // Only the root may pass MPI_IN_PLACE; the others send their data.
-                    let s = if call.in_place && self.rank != call.root {
-                        recv.cast_const().cast()
-                    } else {
-                        sendp(send)
-                    };
-                    ffi::MPI_Reduce(s, recvp, count as i32, dt, op, root, comm)
-                }
-                CollKind::AllToAll => {
-                    ffi::MPI_Alltoall(sendp(send), chunk as i32, dt, recvp, chunk as i32, dt, comm)
-                }
-                CollKind::SendRecv => {
-                    let to = ((self.rank + 1) % n) as i32;
-                    let from = ((self.rank + n - 1) % n) as i32;
-                    if call.in_place {
-                        ffi::MPI_Sendrecv_replace(
-                            recvp,
-                            count as i32,
-                            dt,
-                            to,
-                            7,
-                            from,
-                            7,
-                            comm,
-                            ffi::RSMPI_STATUS_IGNORE,
-                        )
-                    } else {
-                        ffi::MPI_Sendrecv(
-                            send.cast(),
-                            count as i32,
-                            dt,
-                            to,
-                            7,
-                            recvp,
-                            count as i32,
-                            dt,
-                            from,
-                            7,
-                            comm,
-                            ffi::RSMPI_STATUS_IGNORE,
-                        )
-                    }
-                }
-            }
-        };
-        if rc != 0 {
-            bail!("MPI error {rc} in {}", call.describe());
+        crate::collective::get(call.kind).launch(&mut x, &call.params(self.size), self.rank)
+    }
+}
+
+/// Host addresses of one call: its input and output (in place, in one buffer).
+#[derive(Clone, Copy)]
+struct Addrs {
+    send: *mut u8,
+    recv: *mut u8,
+    in_place: bool,
+}
+
+/// The signature `MPI_Allgather` and `MPI_Alltoall` share.
+type PerRank = unsafe extern "C" fn(
+    *const c_void,
+    i32,
+    ffi::MPI_Datatype,
+    *mut c_void,
+    i32,
+    ffi::MPI_Datatype,
+    ffi::MPI_Comm,
+) -> i32;
+
+/// The primitives on one call of an [`MpiBackend`]: the MPI collectives.
+///
+/// SAFETY (every MPI call of this impl): run_timed laid the call out on its host
+/// buffers with `Call::place`, which checked that they hold what the collective table
+/// says this call reads and writes on this rank (for in-place, one buffer holds the
+/// larger of the two). The buffers outlive the calls, which are blocking, and no other
+/// reference to them is used meanwhile. Counts fit an i32 (checked when the sweep is
+/// planned); roots and peers are ranks of the group. `comm` is a live communicator.
+struct MpiCall<'a> {
+    be: &'a MpiBackend,
+    call: &'a Call,
+    dt: ffi::MPI_Datatype,
+    at: Addrs,
+}
+
+impl MpiCall<'_> {
+    /// The send argument: `MPI_IN_PLACE` in place (the data is in the output).
+    fn sendp(&self) -> *const c_void {
+        if self.at.in_place {
+            self.be.in_place
+        } else {
+            self.at.send.cast_const().cast()
         }
-        if call.op == RedOp::Avg && call.kind.reduces() {
-            let out_elems = match call.kind {
-                CollKind::ReduceScatter => chunk,
-                _ => count,
-            };
-            if call.kind != CollKind::Reduce || self.rank == call.root {
-                // SAFETY: recv holds out_elems elements of dtype (see above), aligned
-                // for the type because HostBuffer is at least 64-byte aligned.
-                unsafe { divide_in_place(recv, out_elems, call.dtype, n) };
-            }
+    }
+    fn recvp(&self) -> *mut c_void {
+        self.at.recv.cast()
+    }
+    fn op(&self) -> ffi::MPI_Op {
+        MpiBackend::mpi_op(self.call.op)
+    }
+    fn comm(&self) -> ffi::MPI_Comm {
+        self.be.comm.as_raw()
+    }
+    /// An MPI return code as a result.
+    fn done(&self, rc: i32) -> Result<()> {
+        if rc != 0 {
+            bail!("MPI error {rc} in {}", self.call.describe());
         }
         Ok(())
+    }
+    /// `MPI_Allgather` or `MPI_Alltoall` (the same arguments), `chunk` elements per
+    /// rank.
+    fn per_rank(&self, mpi: PerRank, chunk: usize) -> Result<()> {
+        // SAFETY: see MpiCall.
+        let rc = unsafe {
+            mpi(
+                self.sendp(),
+                chunk as i32,
+                self.dt,
+                self.recvp(),
+                chunk as i32,
+                self.dt,
+                self.comm(),
+            )
+        };
+        self.done(rc)
+    }
+    /// Avg is a sum followed by a division (MPI has no average): divide the `elems`
+    /// result elements at `out`.
+    fn average(&self, out: *mut u8, elems: usize) {
+        if self.call.op == RedOp::Avg {
+            // SAFETY: `out` holds the call's `elems` result elements of its dtype
+            // (Call::place), aligned for the type because HostBuffer is at least
+            // 64-byte aligned and offsets are whole elements.
+            unsafe { divide_in_place(out, elems, self.call.dtype, self.be.size) };
+        }
+    }
+}
+
+impl Prims for MpiCall<'_> {
+    fn ranks(&self) -> usize {
+        self.be.size
+    }
+    fn all_reduce(&mut self, count: usize) -> Result<()> {
+        // SAFETY: see MpiCall.
+        let rc = unsafe {
+            ffi::MPI_Allreduce(
+                self.sendp(),
+                self.recvp(),
+                count as i32,
+                self.dt,
+                self.op(),
+                self.comm(),
+            )
+        };
+        self.done(rc)?;
+        self.average(self.at.recv, count);
+        Ok(())
+    }
+    fn all_gather(&mut self, chunk: usize) -> Result<()> {
+        // In place the output starts the buffer, where MPI_IN_PLACE finds this rank's
+        // chunk at its place.
+        self.per_rank(ffi::MPI_Allgather, chunk)
+    }
+    fn reduce_scatter(&mut self, chunk: usize) -> Result<()> {
+        // In place, MPI reads the whole input and leaves this rank's chunk at its
+        // start (reduce_scatter_in_place_offset), not at the collective's output.
+        let out = if self.at.in_place {
+            self.at.send
+        } else {
+            self.at.recv
+        };
+        // SAFETY: see MpiCall.
+        let rc = unsafe {
+            ffi::MPI_Reduce_scatter_block(
+                self.sendp(),
+                out.cast(),
+                chunk as i32,
+                self.dt,
+                self.op(),
+                self.comm(),
+            )
+        };
+        self.done(rc)?;
+        self.average(out, chunk);
+        Ok(())
+    }
+    fn broadcast(&mut self, count: usize, root: usize) -> Result<()> {
+        let is_root = self.be.rank == root;
+        // SAFETY: see MpiCall; out of place the root's two buffers are distinct.
+        let rc = unsafe {
+            if !self.at.in_place && is_root {
+                let bytes = count * self.call.dtype.size();
+                std::ptr::copy_nonoverlapping(self.at.send, self.at.recv, bytes);
+            }
+            ffi::MPI_Bcast(
+                self.recvp(),
+                count as i32,
+                self.dt,
+                root as i32,
+                self.comm(),
+            )
+        };
+        self.done(rc)
+    }
+    fn reduce(&mut self, count: usize, root: usize) -> Result<()> {
+        let is_root = self.be.rank == root;
+        // Only the root may pass MPI_IN_PLACE; the others send their data.
+        let s = if self.at.in_place && !is_root {
+            self.at.recv.cast_const().cast()
+        } else {
+            self.sendp()
+        };
+        // SAFETY: see MpiCall.
+        let rc = unsafe {
+            ffi::MPI_Reduce(
+                s,
+                self.recvp(),
+                count as i32,
+                self.dt,
+                self.op(),
+                root as i32,
+                self.comm(),
+            )
+        };
+        self.done(rc)?;
+        if is_root {
+            self.average(self.at.recv, count);
+        }
+        Ok(())
+    }
+    fn all_to_all(&mut self, chunk: usize) -> Result<()> {
+        self.per_rank(ffi::MPI_Alltoall, chunk)
+    }
+    fn send_recv(&mut self, count: usize, to: usize, from: usize) -> Result<()> {
+        let (dt, comm) = (self.dt, self.comm());
+        let (to, from) = (to as i32, from as i32);
+        // SAFETY: see MpiCall.
+        let rc = unsafe {
+            if self.at.in_place {
+                ffi::MPI_Sendrecv_replace(
+                    self.recvp(),
+                    count as i32,
+                    dt,
+                    to,
+                    7,
+                    from,
+                    7,
+                    comm,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            } else {
+                ffi::MPI_Sendrecv(
+                    self.at.send.cast_const().cast(),
+                    count as i32,
+                    dt,
+                    to,
+                    7,
+                    self.recvp(),
+                    count as i32,
+                    dt,
+                    from,
+                    7,
+                    comm,
+                    ffi::RSMPI_STATUS_IGNORE,
+                )
+            }
+        };
+        self.done(rc)
+    }
+    fn group(&mut self, ops: &[P2p]) -> Result<()> {
+        let es = self.call.dtype.size();
+        let (dt, comm) = (self.dt, self.comm());
+        // SAFETY: reading rsmpi's extern constant, initialised by the C library.
+        let mut reqs = vec![unsafe { ffi::RSMPI_REQUEST_NULL }; ops.len()];
+        let mut rc = 0;
+        for (op, req) in ops.iter().zip(reqs.iter_mut()) {
+            // SAFETY: see MpiCall; `at + count` lies inside the input or output (the
+            // collective's layout), and every request is waited for below.
+            rc = unsafe {
+                match *op {
+                    P2p::Send { peer, at, count } => ffi::MPI_Isend(
+                        self.at.send.add(at * es).cast_const().cast(),
+                        count as i32,
+                        dt,
+                        peer as i32,
+                        7,
+                        comm,
+                        req,
+                    ),
+                    P2p::Recv { peer, at, count } => ffi::MPI_Irecv(
+                        self.at.recv.add(at * es).cast(),
+                        count as i32,
+                        dt,
+                        peer as i32,
+                        7,
+                        comm,
+                        req,
+                    ),
+                }
+            };
+            if rc != 0 {
+                break;
+            }
+        }
+        // SAFETY: the requests started above (the rest are MPI_REQUEST_NULL).
+        let waited = unsafe {
+            ffi::MPI_Waitall(
+                reqs.len() as i32,
+                reqs.as_mut_ptr(),
+                ffi::RSMPI_STATUSES_IGNORE,
+            )
+        };
+        self.done(if rc != 0 { rc } else { waited })
     }
 }
 
@@ -301,21 +470,37 @@ impl Backend for MpiBackend {
         iters: usize,
         ctx: &WaitCtx,
     ) -> Result<Vec<f64>> {
-        let (send, recv): (*const u8, *mut u8) = match bufs {
-            Bufs::OutOfPlace { send, recv } => (
-                host(send)?.as_bytes().as_ptr(),
-                host_mut(recv)?.as_bytes_mut().as_mut_ptr(),
-            ),
+        let (send, recv, have) = match bufs {
+            Bufs::OutOfPlace { send, recv } => {
+                let (s, r) = (host(send)?, host_mut(recv)?);
+                let have = BufLens::OutOfPlace {
+                    send: s.len,
+                    recv: r.len,
+                };
+                let s = s.as_bytes().as_ptr().cast_mut();
+                (s, r.as_bytes_mut().as_mut_ptr(), have)
+            }
             Bufs::InPlace(buf) => {
-                let p = host_mut(buf)?.as_bytes_mut().as_mut_ptr();
-                (p.cast_const(), p)
+                let b = host_mut(buf)?;
+                let have = BufLens::InPlace(b.len);
+                let p = b.as_bytes_mut().as_mut_ptr();
+                (p, p, have)
+            }
+        };
+        let place = call.place(self.rank, self.size, have)?;
+        // SAFETY: Call::place checked the offsets lie inside the buffers.
+        let at = unsafe {
+            Addrs {
+                send: send.add(place.send_at),
+                recv: recv.add(place.recv_at),
+                in_place: call.in_place,
             }
         };
         let mut times = Vec::with_capacity(iters);
         let _guard = self.watchdog.arm(&ctx.what, ctx.deadline);
         for _ in 0..iters {
             let t0 = Instant::now();
-            self.launch(call, send, recv)?;
+            self.launch(call, at)?;
             times.push(t0.elapsed().as_secs_f64());
         }
         Ok(times)

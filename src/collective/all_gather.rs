@@ -1,15 +1,12 @@
 //! all_gather: each rank contributes count/n elements; every rank ends with all of
 //! them in rank order. busbw factor (n−1)/n. In place, a rank's input is its own
 //! chunk of the output buffer (NCCL's and MPI's convention alike).
-use super::{Collective, Layout, Params, Pattern, Run, Source};
-use crate::kinds::CollKind;
+use super::{Collective, Layout, Params, Pattern, Prims, Run, Source};
+use anyhow::Result;
 
 pub struct AllGather;
 
 impl Collective for AllGather {
-    fn kind(&self) -> CollKind {
-        CollKind::AllGather
-    }
     fn splits(&self) -> bool {
         true
     }
@@ -18,6 +15,9 @@ impl Collective for AllGather {
             send: p.chunk(),
             recv: p.chunk() * p.n,
         }
+    }
+    fn in_place_at(&self, p: &Params, rank: usize) -> (usize, usize) {
+        (rank * p.chunk(), 0)
     }
     fn bus_factor(&self, n: usize) -> f64 {
         super::n_minus_one_over_n(n)
@@ -47,5 +47,8 @@ impl Collective for AllGather {
             .map(|q| Run::new(q * c, c, Source::Plain { rank: q }, q * c))
             .collect();
         Pattern::new(*p, runs)
+    }
+    fn launch(&self, x: &mut dyn Prims, p: &Params, _rank: usize) -> Result<()> {
+        x.all_gather(p.chunk())
     }
 }

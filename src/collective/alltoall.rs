@@ -1,14 +1,11 @@
 //! alltoall: rank r's block q (count/n elements) goes to rank q, which stores it as
 //! block r. busbw factor (n−1)/n.
-use super::{Collective, Layout, Params, Pattern, Run, Source};
-use crate::kinds::CollKind;
+use super::{Collective, Layout, Params, Pattern, Prims, Run, Source};
+use anyhow::Result;
 
 pub struct AllToAll;
 
 impl Collective for AllToAll {
-    fn kind(&self) -> CollKind {
-        CollKind::AllToAll
-    }
     fn splits(&self) -> bool {
         true
     }
@@ -18,6 +15,9 @@ impl Collective for AllToAll {
             send: all,
             recv: all,
         }
+    }
+    fn in_place_from_copy(&self) -> bool {
+        true
     }
     fn bus_factor(&self, n: usize) -> f64 {
         super::n_minus_one_over_n(n)
@@ -32,5 +32,8 @@ impl Collective for AllToAll {
             .map(|q| Run::new(q * c, c, Source::Plain { rank: q }, rank * c))
             .collect();
         Pattern::new(*p, runs)
+    }
+    fn launch(&self, x: &mut dyn Prims, p: &Params, _rank: usize) -> Result<()> {
+        x.all_to_all(p.chunk())
     }
 }

@@ -1,16 +1,17 @@
 //! broadcast: the root's buffer reaches every rank. busbw factor 1.
-use super::{Collective, Layout, Params, Pattern, Source};
-use crate::kinds::CollKind;
+use super::{Collective, Layout, Params, Pattern, Prims, Source};
+use anyhow::Result;
 
 pub struct Broadcast;
 
 impl Collective for Broadcast {
-    fn kind(&self) -> CollKind {
-        CollKind::Broadcast
-    }
     fn layout(&self, p: &Params) -> Layout {
+        Layout::same(p.count)
+    }
+    fn needs(&self, p: &Params, rank: usize) -> Layout {
+        // Only the root reads its send buffer.
         Layout {
-            send: p.count,
+            send: if rank == p.root { p.count } else { 0 },
             recv: p.count,
         }
     }
@@ -27,5 +28,8 @@ impl Collective for Broadcast {
     }
     fn expected(&self, p: &Params, _rank: usize, _in_place: bool, _rs: usize) -> Pattern {
         Pattern::one(*p, 0, p.count, Source::Plain { rank: p.root })
+    }
+    fn launch(&self, x: &mut dyn Prims, p: &Params, _rank: usize) -> Result<()> {
+        x.broadcast(p.count, p.root)
     }
 }

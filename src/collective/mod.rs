@@ -1,7 +1,8 @@
 //! Collectives as a table (after nccl-tests): each collective is one file that knows
-//! its buffer sizes for a message, its bus-bandwidth factor, each rank's input values
-//! and the exact expected output. Adding a collective touches only its file and
-//! [`table`].
+//! its buffer sizes for a message, its bus-bandwidth factor, each rank's input values,
+//! the exact expected output and its launch, in the [`Prims`] that both backends
+//! implement. Adding a collective touches only its file and its line of the table
+//! (`kinds::collective_table`), from which [`get`] and `CollKind` are made.
 //!
 //! Data are small integers chosen so that every reduction of every type has a
 //! closed-form, exactly representable result for any rank count a real cluster has
@@ -13,12 +14,15 @@ pub mod alltoall;
 pub mod broadcast;
 pub mod data;
 pub mod pattern;
+pub mod prims;
 pub mod reduce;
 pub mod reduce_scatter;
 pub mod sendrecv;
 
 use crate::kinds::{CollKind, Dtype, RedOp};
+use anyhow::Result;
 pub use pattern::{Mismatch, Pattern, Run, Source};
+pub use prims::{P2p, Prims};
 
 /// What a collective needs to know about one call.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,6 +51,13 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// `count` elements in and `count` out.
+    pub fn same(count: usize) -> Layout {
+        Layout {
+            send: count,
+            recv: count,
+        }
+    }
     /// The one buffer of an in-place call.
     pub fn in_place(&self) -> usize {
         self.send.max(self.recv)
@@ -55,12 +66,27 @@ impl Layout {
 
 /// One collective's row of the table.
 pub trait Collective: Sync {
-    fn kind(&self) -> CollKind;
     /// Whether the message must split evenly over the ranks.
     fn splits(&self) -> bool {
         false
     }
+    /// Elements of each buffer every rank allocates (nccl-tests' sizes).
     fn layout(&self, p: &Params) -> Layout;
+    /// Elements `rank`'s call reads from its send buffer and writes to its receive
+    /// buffer: [`Collective::layout`], less where only the root reads or writes.
+    fn needs(&self, p: &Params, _rank: usize) -> Layout {
+        self.layout(p)
+    }
+    /// In place: where `rank`'s input and output start in the one buffer, in
+    /// elements (NCCL's convention: all_gather's input is this rank's chunk of it).
+    fn in_place_at(&self, _p: &Params, _rank: usize) -> (usize, usize) {
+        (0, 0)
+    }
+    /// In place: whether the call's sends read what its receives overwrite, so that
+    /// a backend without a native in-place form must send from a copy.
+    fn in_place_from_copy(&self) -> bool {
+        false
+    }
     /// busbw = algbw × this (nccl-tests' convention, its doc/PERFORMANCE.md).
     fn bus_factor(&self, n: usize) -> f64;
     /// What `rank`'s send buffer ([`Layout::send`] elements) holds before the call.
@@ -74,32 +100,26 @@ pub trait Collective: Sync {
     /// after the call; elements outside the runs are not checked. `rs_offset` is where
     /// an in-place reduce_scatter leaves its chunk, in elements.
     fn expected(&self, p: &Params, rank: usize, in_place: bool, rs_offset: usize) -> Pattern;
+    /// `rank`'s part of one call, in the primitives both backends offer.
+    fn launch(&self, x: &mut dyn Prims, p: &Params, rank: usize) -> Result<()>;
 }
 
-/// Every collective, in nccl-tests' order.
-pub fn table() -> [&'static dyn Collective; 7] {
-    [
-        &all_reduce::AllReduce,
-        &all_gather::AllGather,
-        &reduce_scatter::ReduceScatter,
-        &broadcast::Broadcast,
-        &reduce::Reduce,
-        &alltoall::AllToAll,
-        &sendrecv::SendRecv,
-    ]
+/// [`get`] from the lines of `kinds::collective_table`.
+macro_rules! collective_rows {
+    ($($kind:ident $file:ident $name:literal $reduces:literal $rooted:literal,)*) => {
+        /// The table row for `kind`.
+        pub fn get(kind: CollKind) -> &'static dyn Collective {
+            match kind {
+                $(CollKind::$kind => &$file::$kind,)*
+            }
+        }
+    };
 }
+crate::kinds::collective_table!(collective_rows);
 
-/// The table row for `kind`.
-pub fn get(kind: CollKind) -> &'static dyn Collective {
-    match kind {
-        CollKind::AllReduce => &all_reduce::AllReduce,
-        CollKind::AllGather => &all_gather::AllGather,
-        CollKind::ReduceScatter => &reduce_scatter::ReduceScatter,
-        CollKind::Broadcast => &broadcast::Broadcast,
-        CollKind::Reduce => &reduce::Reduce,
-        CollKind::AllToAll => &alltoall::AllToAll,
-        CollKind::SendRecv => &sendrecv::SendRecv,
-    }
+/// Every collective, in the table's order (nccl-tests').
+pub fn table() -> [&'static dyn Collective; CollKind::ALL.len()] {
+    CollKind::ALL.map(get)
 }
 
 /// (n − 1) / n, the factor of the collectives where each rank gets n − 1 chunks.
@@ -153,13 +173,62 @@ mod tests {
         assert!((bus - alg * 2.0 * 7.0 / 8.0).abs() < 1e-9);
     }
 
-    /// Simulate every collective in plain Rust for n ranks (what a correct MPI or
-    /// NCCL would compute) and check that the table's expectations agree with it.
-    fn simulate(kind: CollKind, p: &Params, in_place: bool) -> Vec<Vec<Option<f64>>> {
-        let c = get(kind);
+    /// One primitive of one rank's launch, as [`Recorder`] saw it.
+    #[derive(Clone, Debug, PartialEq)]
+    enum Prim {
+        AllReduce(usize),
+        AllGather(usize),
+        ReduceScatter(usize),
+        Broadcast(usize, usize),
+        Reduce(usize, usize),
+        Group(Vec<P2p>),
+    }
+
+    /// Records one rank's primitives; all_to_all and send_recv stay the groups of
+    /// transfers they default to (what the NCCL backend runs).
+    struct Recorder {
+        n: usize,
+        prims: Vec<Prim>,
+    }
+
+    impl Prims for Recorder {
+        fn ranks(&self) -> usize {
+            self.n
+        }
+        fn all_reduce(&mut self, count: usize) -> Result<()> {
+            self.prims.push(Prim::AllReduce(count));
+            Ok(())
+        }
+        fn all_gather(&mut self, chunk: usize) -> Result<()> {
+            self.prims.push(Prim::AllGather(chunk));
+            Ok(())
+        }
+        fn reduce_scatter(&mut self, chunk: usize) -> Result<()> {
+            self.prims.push(Prim::ReduceScatter(chunk));
+            Ok(())
+        }
+        fn broadcast(&mut self, count: usize, root: usize) -> Result<()> {
+            self.prims.push(Prim::Broadcast(count, root));
+            Ok(())
+        }
+        fn reduce(&mut self, count: usize, root: usize) -> Result<()> {
+            self.prims.push(Prim::Reduce(count, root));
+            Ok(())
+        }
+        fn group(&mut self, ops: &[P2p]) -> Result<()> {
+            self.prims.push(Prim::Group(ops.to_vec()));
+            Ok(())
+        }
+    }
+
+    /// Run a collective's launch on every one of n ranks over a plain-Rust reference
+    /// of the primitives (what a correct MPI or NCCL computes, with the table's
+    /// buffer layout and NCCL's in-place offsets) and return each rank's output; an
+    /// element the call does not write stays None. A launch that reads or writes
+    /// outside what its `needs` say panics.
+    fn simulate(c: &dyn Collective, p: &Params, in_place: bool) -> Vec<Vec<Option<f64>>> {
         let l = c.layout(p);
         let n = p.n;
-        let chunk = p.chunk();
         let inputs: Vec<Vec<f64>> = (0..n)
             .map(|r| {
                 let len = if in_place { l.in_place() } else { l.send };
@@ -176,102 +245,138 @@ mod tests {
                     .collect()
             })
             .collect();
-        let red = |vals: Vec<f64>| data::reduce_values(p.op, p.dtype, &vals, n);
-        (0..n)
+        let launches: Vec<Vec<Prim>> = (0..n)
             .map(|r| {
-                let mut out: Vec<Option<f64>> =
-                    vec![None; if in_place { l.in_place() } else { l.recv }];
-                match kind {
-                    CollKind::AllReduce => {
-                        for (i, o) in out.iter_mut().enumerate() {
-                            *o = Some(red((0..n).map(|q| inputs[q][i]).collect()));
-                        }
-                    }
-                    CollKind::AllGather => {
+                let mut x = Recorder { n, prims: vec![] };
+                c.launch(&mut x, p, r).unwrap();
+                x.prims
+            })
+            .collect();
+        let steps = launches[0].len();
+        assert!(launches.iter().all(|l| l.len() == steps), "ranks disagree");
+        assert!(
+            steps <= 1 || !in_place,
+            "the reference reads an in-place input as it was before the call"
+        );
+        let at = |r: usize| {
+            if in_place {
+                c.in_place_at(p, r)
+            } else {
+                (0, 0)
+            }
+        };
+        // Where rank q's input element i is, checked against what q's call may read.
+        let input = |q: usize, i: usize| {
+            assert!(in_place || i < c.needs(p, q).send, "reads past the input");
+            inputs[q][at(q).0 + i]
+        };
+        let red = |i: usize| {
+            data::reduce_values(
+                p.op,
+                p.dtype,
+                &(0..n).map(|q| input(q, i)).collect::<Vec<_>>(),
+                n,
+            )
+        };
+        let mut outs: Vec<Vec<Option<f64>>> =
+            vec![vec![None; if in_place { l.in_place() } else { l.recv }]; n];
+        // Every rank's step-th primitive together (the index reads other ranks' too).
+        #[allow(clippy::needless_range_loop)]
+        for step in 0..steps {
+            for (r, out) in outs.iter_mut().enumerate() {
+                let need = c.needs(p, r).recv;
+                let mut put = |i: usize, v: f64| {
+                    assert!(in_place || i < need, "writes past the output");
+                    out[at(r).1 + i] = Some(v);
+                };
+                match &launches[r][step] {
+                    Prim::AllReduce(count) => (0..*count).for_each(|i| put(i, red(i))),
+                    Prim::AllGather(chunk) => {
                         for q in 0..n {
-                            for j in 0..chunk {
-                                let src = if in_place { q * chunk + j } else { j };
-                                out[q * chunk + j] = Some(inputs[q][src]);
-                            }
+                            (0..*chunk).for_each(|j| put(q * chunk + j, input(q, j)));
                         }
                     }
-                    CollKind::ReduceScatter => {
-                        for j in 0..chunk {
-                            let v = red((0..n).map(|q| inputs[q][r * chunk + j]).collect());
-                            out[if in_place { r * chunk + j } else { j }] = Some(v);
+                    Prim::ReduceScatter(chunk) => {
+                        (0..*chunk).for_each(|j| put(j, red(r * chunk + j)));
+                    }
+                    Prim::Broadcast(count, root) => {
+                        (0..*count).for_each(|i| put(i, input(*root, i)));
+                    }
+                    Prim::Reduce(count, root) => {
+                        if r == *root {
+                            (0..*count).for_each(|i| put(i, red(i)));
                         }
                     }
-                    CollKind::Broadcast => {
-                        for (i, o) in out.iter_mut().enumerate() {
-                            *o = Some(inputs[p.root][i]);
-                        }
-                    }
-                    CollKind::Reduce => {
-                        if r == p.root {
-                            for (i, o) in out.iter_mut().enumerate() {
-                                *o = Some(red((0..n).map(|q| inputs[q][i]).collect()));
-                            }
-                        }
-                    }
-                    CollKind::AllToAll => {
-                        for q in 0..n {
-                            for j in 0..chunk {
-                                out[q * chunk + j] = Some(inputs[q][r * chunk + j]);
-                            }
-                        }
-                    }
-                    CollKind::SendRecv => {
-                        let from = (r + n - 1) % n;
-                        for (i, o) in out.iter_mut().enumerate() {
-                            *o = Some(inputs[from][i]);
+                    Prim::Group(ops) => {
+                        // The m-th receive from q gets q's m-th send to this rank.
+                        let mut taken = vec![0usize; n];
+                        for op in ops {
+                            let P2p::Recv { peer, at, count } = *op else {
+                                continue;
+                            };
+                            let Prim::Group(theirs) = &launches[peer][step] else {
+                                panic!("rank {peer} is not in a group at step {step}");
+                            };
+                            let sends: Vec<(usize, usize)> = theirs
+                                .iter()
+                                .filter_map(|o| match *o {
+                                    P2p::Send {
+                                        peer: to,
+                                        at,
+                                        count,
+                                    } if to == r => Some((at, count)),
+                                    _ => None,
+                                })
+                                .collect();
+                            let (from, len) = sends[taken[peer]];
+                            taken[peer] += 1;
+                            assert_eq!(len, count, "send and receive sizes differ");
+                            (0..count).for_each(|i| put(at + i, input(peer, from + i)));
                         }
                     }
                 }
-                out
-            })
-            .collect()
+            }
+        }
+        outs
     }
 
-    #[test]
-    fn expectations_agree_with_a_reference_simulation() {
+    /// The table's expectations of `c` (named `kind`) agree with [`simulate`].
+    fn agrees_with_the_reference(c: &dyn Collective, kind: &str, reduces: bool) {
         for n in [1usize, 2, 3, 4, 8] {
-            for kind in CollKind::ALL {
-                for dtype in Dtype::ALL {
-                    let ops: Vec<RedOp> = if kind.reduces() {
-                        RedOp::ALL.to_vec()
-                    } else {
-                        vec![RedOp::Sum]
-                    };
-                    for op in ops {
-                        for in_place in [false, true] {
-                            let p = Params {
-                                n,
-                                count: 24 * n,
-                                dtype,
-                                op,
-                                root: n / 2,
-                            };
-                            let sim = simulate(kind, &p, in_place);
-                            let c = get(kind);
-                            let rs_off = p.rank_chunk_offset_for_test(in_place);
-                            for (r, out) in sim.iter().enumerate() {
-                                let pat = c.expected(&p, r, in_place, rs_off(r));
-                                let len = out.len();
-                                assert!(pat.end() <= len, "{kind} expects past its buffer");
-                                for (i, want) in out.iter().enumerate() {
-                                    let exp = pat.at(i);
-                                    if let (Some(w), Some(e)) = (want, exp) {
-                                        assert!(
-                                            data::matches(dtype, op, data::roundtrip(dtype, *w), e),
-                                            "{kind} {dtype} {op:?} n={n} in_place={in_place} rank {r} elem {i}: sim {w} table {e}"
-                                        );
-                                    }
-                                    if exp.is_some() {
-                                        assert!(
-                                            want.is_some(),
-                                            "{kind} checks element {i} the call does not write"
-                                        );
-                                    }
+            for dtype in Dtype::ALL {
+                let ops: Vec<RedOp> = if reduces {
+                    RedOp::ALL.to_vec()
+                } else {
+                    vec![RedOp::Sum]
+                };
+                for op in ops {
+                    for in_place in [false, true] {
+                        let p = Params {
+                            n,
+                            count: 24 * n,
+                            dtype,
+                            op,
+                            root: n / 2,
+                        };
+                        let sim = simulate(c, &p, in_place);
+                        let rs_off = p.rank_chunk_offset_for_test(in_place);
+                        for (r, out) in sim.iter().enumerate() {
+                            let pat = c.expected(&p, r, in_place, rs_off(r));
+                            let len = out.len();
+                            assert!(pat.end() <= len, "{kind} expects past its buffer");
+                            for (i, want) in out.iter().enumerate() {
+                                let exp = pat.at(i);
+                                if let (Some(w), Some(e)) = (want, exp) {
+                                    assert!(
+                                        data::matches(dtype, op, data::roundtrip(dtype, *w), e),
+                                        "{kind} {dtype} {op:?} n={n} in_place={in_place} rank {r} elem {i}: sim {w} table {e}"
+                                    );
+                                }
+                                if exp.is_some() {
+                                    assert!(
+                                        want.is_some(),
+                                        "{kind} checks element {i} the call does not write"
+                                    );
                                 }
                             }
                         }
@@ -279,6 +384,123 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn expectations_agree_with_a_reference_simulation() {
+        for kind in CollKind::ALL {
+            agrees_with_the_reference(get(kind), kind.name(), kind.reduces());
+        }
+    }
+
+    /// What adding a collective takes, shown on one the table does not list: gather
+    /// as nccl-tests builds it (every rank sends its chunk to the root, which
+    /// receives rank q's chunk at q in the same group). This impl is all of it: as
+    /// `src/collective/gather.rs` with its line in `kinds::collective_table`
+    /// (`Gather gather "gather" false true`) both backends would run it (NCCL as one
+    /// group of ncclSend/ncclRecv, MPI as requests waited for together), the sweep
+    /// would size, fill, time and check it, and the test above would hold it to
+    /// this reference.
+    struct Gather;
+
+    impl Collective for Gather {
+        fn splits(&self) -> bool {
+            true
+        }
+        fn layout(&self, p: &Params) -> Layout {
+            all_gather::AllGather.layout(p)
+        }
+        fn needs(&self, p: &Params, rank: usize) -> Layout {
+            let recv = if rank == p.root { p.chunk() * p.n } else { 0 };
+            Layout {
+                send: p.chunk(),
+                recv,
+            }
+        }
+        fn in_place_at(&self, p: &Params, rank: usize) -> (usize, usize) {
+            (rank * p.chunk(), 0)
+        }
+        fn bus_factor(&self, n: usize) -> f64 {
+            n_minus_one_over_n(n)
+        }
+        fn input(&self, p: &Params, rank: usize) -> Pattern {
+            all_gather::AllGather.input(p, rank)
+        }
+        fn in_place_input(&self, p: &Params, rank: usize) -> Pattern {
+            all_gather::AllGather.in_place_input(p, rank)
+        }
+        fn expected(&self, p: &Params, rank: usize, in_place: bool, rs: usize) -> Pattern {
+            if rank == p.root {
+                all_gather::AllGather.expected(p, rank, in_place, rs)
+            } else {
+                Pattern::one(*p, 0, 0, Source::Poison)
+            }
+        }
+        fn launch(&self, x: &mut dyn Prims, p: &Params, rank: usize) -> Result<()> {
+            let c = p.chunk();
+            let mut ops = vec![P2p::Send {
+                peer: p.root,
+                at: 0,
+                count: c,
+            }];
+            if rank == p.root {
+                ops.extend((0..p.n).map(|q| P2p::Recv {
+                    peer: q,
+                    at: q * c,
+                    count: c,
+                }));
+            }
+            x.group(&ops)
+        }
+    }
+
+    #[test]
+    fn a_collective_is_its_file_gather_shown() {
+        agrees_with_the_reference(&Gather, "gather", false);
+        // A wrong launch is caught: the root receiving the chunks in reverse.
+        struct Reversed;
+        impl Collective for Reversed {
+            fn layout(&self, p: &Params) -> Layout {
+                Gather.layout(p)
+            }
+            fn bus_factor(&self, n: usize) -> f64 {
+                Gather.bus_factor(n)
+            }
+            fn input(&self, p: &Params, rank: usize) -> Pattern {
+                Gather.input(p, rank)
+            }
+            fn expected(&self, p: &Params, rank: usize, ip: bool, rs: usize) -> Pattern {
+                Gather.expected(p, rank, ip, rs)
+            }
+            fn launch(&self, x: &mut dyn Prims, p: &Params, rank: usize) -> Result<()> {
+                let mut rec = Recorder {
+                    n: p.n,
+                    prims: vec![],
+                };
+                Gather.launch(&mut rec, p, rank)?;
+                let Some(Prim::Group(mut ops)) = rec.prims.pop() else {
+                    unreachable!()
+                };
+                let n = p.n;
+                for op in &mut ops {
+                    if let P2p::Recv { peer, .. } = op {
+                        *peer = n - 1 - *peer;
+                    }
+                }
+                x.group(&ops)
+            }
+        }
+        let p = Params {
+            n: 4,
+            count: 16,
+            dtype: Dtype::I32,
+            op: RedOp::Sum,
+            root: 1,
+        };
+        let out = simulate(&Reversed, &p, false);
+        let want = Reversed.expected(&p, 1, false, 0);
+        let wrong = (0..16).filter(|&i| out[1][i] != want.at(i)).count();
+        assert_eq!(wrong, 16);
     }
 
     impl Params {

@@ -2,15 +2,12 @@
 //! keeps chunk r. busbw factor (n−1)/n. In place, NCCL leaves the chunk at offset
 //! r·chunk of the buffer while MPI_IN_PLACE leaves it at 0: the backend says which
 //! (`rs` offset, in elements).
-use super::{Collective, Layout, Params, Pattern, Run, Source};
-use crate::kinds::CollKind;
+use super::{Collective, Layout, Params, Pattern, Prims, Run, Source};
+use anyhow::Result;
 
 pub struct ReduceScatter;
 
 impl Collective for ReduceScatter {
-    fn kind(&self) -> CollKind {
-        CollKind::ReduceScatter
-    }
     fn splits(&self) -> bool {
         true
     }
@@ -19,6 +16,9 @@ impl Collective for ReduceScatter {
             send: p.chunk() * p.n,
             recv: p.chunk(),
         }
+    }
+    fn in_place_at(&self, p: &Params, rank: usize) -> (usize, usize) {
+        (0, rank * p.chunk())
     }
     fn bus_factor(&self, n: usize) -> f64 {
         super::n_minus_one_over_n(n)
@@ -33,5 +33,8 @@ impl Collective for ReduceScatter {
             *p,
             vec![Run::new(start, c, Source::ReduceExpected, rank * c)],
         )
+    }
+    fn launch(&self, x: &mut dyn Prims, p: &Params, _rank: usize) -> Result<()> {
+        x.reduce_scatter(p.chunk())
     }
 }

@@ -13,11 +13,15 @@
 //!   error naming the collective and size, this rank, and how long it waited. The
 //!   process's watchdog is armed too, later, as a backstop in case the abort itself
 //!   hangs.
+//! - Calls: each collective's `launch` (the collective table) on [`NcclCall`], this
+//!   backend's implementation of the primitives, at the addresses `Call::place` lays
+//!   out (the table's sizes and in-place offsets).
 //! - In-place follows NCCL: one buffer; all_gather's input is this rank's chunk of it
 //!   (offset rank·chunk), reduce_scatter leaves this rank's chunk at offset rank·chunk.
 //!   NCCL has no in-place alltoall or sendrecv (a send and a receive on one buffer
-//!   race), so their in-place variant first copies the buffer to a scratch buffer on
-//!   the stream and sends from that copy; the copy is inside the timed region.
+//!   race: the table's `in_place_from_copy`), so their in-place variant first copies
+//!   the buffer to a scratch buffer on the stream and sends from that copy; the copy
+//!   is inside the timed region.
 use super::device::{cuda_error, Device, DeviceBuffer, StreamState};
 use super::kernels::{self, Kernels, COUNTERS};
 use super::library::{
@@ -25,10 +29,10 @@ use super::library::{
     NCCL_IN_PROGRESS, NCCL_SUCCESS, UNIQUE_ID_BYTES,
 };
 use crate::backend::BackendConfig;
-use crate::backend::{Backend, BackendKind, Buffer, Bufs, Call, Memory, WaitCtx};
-use crate::collective::{Mismatch, Pattern};
+use crate::backend::{Backend, BackendKind, BufLens, Buffer, Bufs, Call, Memory, WaitCtx};
+use crate::collective::{Mismatch, P2p, Pattern, Prims};
 use crate::error::Agreed;
-use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::kinds::{Dtype, RedOp};
 use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Result};
@@ -67,40 +71,6 @@ pub fn nccl_op(op: RedOp) -> c_int {
         RedOp::Min => redop::MIN,
         RedOp::Avg => redop::AVG,
     }
-}
-
-/// Bytes a call reads from its send buffer and writes to its receive buffer on
-/// `rank` of `n` (module header of `crate::backend` for the counts). The in-place
-/// buffer must hold the larger of the two.
-pub fn needed_bytes(call: &Call, rank: usize, n: usize) -> (usize, usize) {
-    let es = call.dtype.size();
-    let count = call.count;
-    let chunk = count / n.max(1);
-    let is_root = rank == call.root;
-    let (send, recv) = match call.kind {
-        CollKind::AllReduce | CollKind::SendRecv => (count, count),
-        CollKind::AllGather => (chunk, chunk * n),
-        CollKind::ReduceScatter => (chunk * n, chunk),
-        CollKind::AllToAll => (chunk * n, chunk * n),
-        CollKind::Broadcast => (if is_root { count } else { 0 }, count),
-        CollKind::Reduce => (count, if is_root { count } else { 0 }),
-    };
-    (send * es, recv * es)
-}
-
-/// Byte offsets into the one buffer of an in-place call: (send, recv).
-pub fn in_place_offsets(call: &Call, rank: usize, n: usize) -> (usize, usize) {
-    let chunk_bytes = call.count / n.max(1) * call.dtype.size();
-    match call.kind {
-        CollKind::AllGather => (rank * chunk_bytes, 0),
-        CollKind::ReduceScatter => (0, rank * chunk_bytes),
-        _ => (0, 0),
-    }
-}
-
-/// Whether NCCL cannot do `kind` in place without a copy (see the module header).
-fn needs_snapshot(kind: CollKind) -> bool {
-    matches!(kind, CollKind::AllToAll | CollKind::SendRecv)
 }
 
 /// Device addresses for one call.
@@ -475,144 +445,61 @@ impl NcclBackend {
         Ok(dev)
     }
 
-    /// Queue one call on the stream.
+    /// Queue one call on the stream: the collective's launch on [`NcclCall`]'s
+    /// primitives.
     fn launch(&self, call: &Call, p: Ptrs, ctx: &WaitCtx, since: Instant) -> Result<()> {
-        let lib = self.lib;
-        let comm = self.nccl.get();
-        let stream = self.device.raw_stream() as RawStream;
-        let dt = nccl_dtype(call.dtype);
-        let op = nccl_op(call.op);
-        let n = self.size;
-        let es = call.dtype.size();
-        let count = call.count;
-        let chunk = count / n;
-        let root = call.root as c_int;
-        let what = ctx.what.as_str();
         if let Some(bytes) = p.snapshot {
+            let stream = self.device.raw_stream() as RawStream;
             // SAFETY: `send` is the scratch buffer and `recv` the call's buffer, both at
             // least `bytes` long (plan_ptrs) and distinct allocations on this GPU; the
             // copy is ordered on the stream before the sends that read the scratch.
             unsafe { result::memcpy_dtod_async(p.send, p.recv, bytes, stream as sys::CUstream) }
                 .map_err(|e| cuda_error("copying the in-place buffer aside", e))?;
         }
-        // SAFETY (every NCCL call below): `comm` is this backend's live communicator
-        // (run_timed checked it is not aborted) and `stream` its stream on the same
-        // GPU. plan_ptrs checked that the buffers hold what needed_bytes says this
-        // call reads and writes on this rank, at the offsets used here (chunk·peer <
-        // chunk·n); they are device memory on this GPU and stay allocated until the
-        // stream is idle (run_timed waits before it returns, and poisons the device
-        // — so nothing is freed — when it cannot). Counts are element counts of
-        // `dt`; root < n was checked by the sweep plan; peers are in 0..n.
-        let rc = unsafe {
-            match call.kind {
-                CollKind::AllReduce => {
-                    (lib.all_reduce)(vp(p.send), vp(p.recv), count, dt, op, comm, stream)
-                }
-                CollKind::AllGather => {
-                    (lib.all_gather)(vp(p.send), vp(p.recv), chunk, dt, comm, stream)
-                }
-                CollKind::ReduceScatter => {
-                    (lib.reduce_scatter)(vp(p.send), vp(p.recv), chunk, dt, op, comm, stream)
-                }
-                CollKind::Broadcast => {
-                    (lib.broadcast)(vp(p.send), vp(p.recv), count, dt, root, comm, stream)
-                }
-                CollKind::Reduce => {
-                    (lib.reduce)(vp(p.send), vp(p.recv), count, dt, op, root, comm, stream)
-                }
-                CollKind::AllToAll => {
-                    let rc = (lib.group_start)();
-                    if rc != NCCL_SUCCESS {
-                        return Err(self.fail(what, since, Failure::Nccl(rc)));
-                    }
-                    let mut first_err = NCCL_SUCCESS;
-                    for peer in 0..n {
-                        let off = (peer * chunk * es) as u64;
-                        let s =
-                            (lib.send)(vp(p.send + off), chunk, dt, peer as c_int, comm, stream);
-                        let r =
-                            (lib.recv)(vp(p.recv + off), chunk, dt, peer as c_int, comm, stream);
-                        for rc in [s, r] {
-                            if first_err == NCCL_SUCCESS && rc != NCCL_SUCCESS {
-                                first_err = rc;
-                            }
-                        }
-                    }
-                    let end = (lib.group_end)();
-                    if first_err != NCCL_SUCCESS {
-                        first_err
-                    } else {
-                        end
-                    }
-                }
-                CollKind::SendRecv => {
-                    let to = ((self.rank + 1) % n) as c_int;
-                    let from = ((self.rank + n - 1) % n) as c_int;
-                    let rc = (lib.group_start)();
-                    if rc != NCCL_SUCCESS {
-                        return Err(self.fail(what, since, Failure::Nccl(rc)));
-                    }
-                    let s = (lib.send)(vp(p.send), count, dt, to, comm, stream);
-                    let r = (lib.recv)(vp(p.recv), count, dt, from, comm, stream);
-                    let end = (lib.group_end)();
-                    [s, r, end]
-                        .into_iter()
-                        .find(|rc| *rc != NCCL_SUCCESS)
-                        .unwrap_or(NCCL_SUCCESS)
-                }
-            }
+        let mut x = NcclCall {
+            be: self,
+            p,
+            dt: nccl_dtype(call.dtype),
+            op: nccl_op(call.op),
+            es: call.dtype.size(),
+            ctx,
+            since,
         };
-        self.queued(rc, what, ctx, since)
+        crate::collective::get(call.kind).launch(&mut x, &call.params(self.size), self.rank)
     }
 
     /// Check the buffers against the call and work out the addresses.
     fn plan_ptrs(&self, call: &Call, bufs: &Bufs<'_>) -> Result<Ptrs> {
-        let (send_need, recv_need) = needed_bytes(call, self.rank, self.size);
-        let short = |which: &str, have: usize, need: usize| {
-            anyhow!(
-                "{}: the {which} buffer has {} but the call needs {} on this rank",
-                call.describe(),
-                Bytes(have as u64),
-                Bytes(need as u64)
-            )
-        };
-        match bufs {
+        let (send, recv, have) = match bufs {
             Bufs::OutOfPlace { send, recv } => {
                 let (s, r) = (self.device_buffer(send)?, self.device_buffer(recv)?);
-                if s.len() < send_need {
-                    return Err(short("send", s.len(), send_need));
-                }
-                if r.len() < recv_need {
-                    return Err(short("receive", r.len(), recv_need));
-                }
-                Ok(Ptrs {
-                    send: s.ptr(),
-                    recv: r.ptr(),
-                    snapshot: None,
-                })
+                let have = BufLens::OutOfPlace {
+                    send: s.len(),
+                    recv: r.len(),
+                };
+                (s.ptr(), r.ptr(), have)
             }
             Bufs::InPlace(buf) => {
                 let b = self.device_buffer(buf)?;
-                let need = send_need.max(recv_need);
-                if b.len() < need {
-                    return Err(short("in-place", b.len(), need));
-                }
-                if needs_snapshot(call.kind) {
-                    let scratch = self.scratch(send_need.max(1))?;
-                    return Ok(Ptrs {
-                        send: scratch,
-                        recv: b.ptr(),
-                        snapshot: (send_need > 0).then_some(send_need),
-                    });
-                }
-                let (so, ro) = in_place_offsets(call, self.rank, self.size);
-                Ok(Ptrs {
-                    send: b.ptr() + so as u64,
-                    recv: b.ptr() + ro as u64,
-                    snapshot: None,
-                })
+                (b.ptr(), b.ptr(), BufLens::InPlace(b.len()))
             }
+        };
+        let place = call.place(self.rank, self.size, have)?;
+        if matches!(bufs, Bufs::InPlace(_))
+            && crate::collective::get(call.kind).in_place_from_copy()
+        {
+            let scratch = self.scratch(place.send.max(1))?;
+            return Ok(Ptrs {
+                send: scratch,
+                recv,
+                snapshot: (place.send > 0).then_some(place.send),
+            });
         }
+        Ok(Ptrs {
+            send: send + place.send_at as u64,
+            recv: recv + place.recv_at as u64,
+            snapshot: None,
+        })
     }
 
     /// Orderly teardown: ncclCommFinalize, wait (bounded), ncclCommDestroy; abort
@@ -649,6 +536,130 @@ impl NcclBackend {
             // SAFETY: live communicator, aborted once (the cell is cleared).
             unsafe { (self.lib.comm_abort)(comm) };
         }
+    }
+}
+
+/// The primitives on one call of an [`NcclBackend`]: NCCL's collectives, queued on
+/// its stream; a group of transfers is one `ncclGroupStart`/`ncclGroupEnd`.
+///
+/// SAFETY (every NCCL call of this impl): `comm` is the backend's live communicator
+/// (run_timed checked it is not aborted) and `stream` its stream on the same GPU.
+/// plan_ptrs checked with `Call::place` that the buffers hold what the collective table
+/// says this call reads and writes on this rank, at the offsets used here (offsets of a
+/// group stay inside the input or output: the collective's layout); they are device
+/// memory on this GPU and stay allocated until the stream is idle (run_timed waits
+/// before it returns, and poisons the device — so nothing is freed — when it cannot).
+/// Counts are element counts of `dt`; root < n was checked by the sweep plan (and
+/// run_timed); peers are in 0..n.
+struct NcclCall<'a> {
+    be: &'a NcclBackend,
+    p: Ptrs,
+    dt: c_int,
+    op: c_int,
+    /// Bytes per element.
+    es: usize,
+    ctx: &'a WaitCtx,
+    since: Instant,
+}
+
+impl NcclCall<'_> {
+    fn comm(&self) -> RawComm {
+        self.be.nccl.get()
+    }
+    fn stream(&self) -> RawStream {
+        self.be.device.raw_stream() as RawStream
+    }
+    /// Settle one NCCL call's return code.
+    fn queued(&self, rc: NcclResult) -> Result<()> {
+        self.be.queued(rc, &self.ctx.what, self.ctx, self.since)
+    }
+}
+
+impl Prims for NcclCall<'_> {
+    fn ranks(&self) -> usize {
+        self.be.size
+    }
+    fn all_reduce(&mut self, count: usize) -> Result<()> {
+        let (s, r, lib) = (vp(self.p.send), vp(self.p.recv), self.be.lib);
+        // SAFETY: see NcclCall.
+        let rc =
+            unsafe { (lib.all_reduce)(s, r, count, self.dt, self.op, self.comm(), self.stream()) };
+        self.queued(rc)
+    }
+    fn all_gather(&mut self, chunk: usize) -> Result<()> {
+        let (s, r, lib) = (vp(self.p.send), vp(self.p.recv), self.be.lib);
+        // SAFETY: see NcclCall.
+        let rc = unsafe { (lib.all_gather)(s, r, chunk, self.dt, self.comm(), self.stream()) };
+        self.queued(rc)
+    }
+    fn reduce_scatter(&mut self, chunk: usize) -> Result<()> {
+        let (s, r, lib) = (vp(self.p.send), vp(self.p.recv), self.be.lib);
+        // SAFETY: see NcclCall.
+        let rc = unsafe {
+            (lib.reduce_scatter)(s, r, chunk, self.dt, self.op, self.comm(), self.stream())
+        };
+        self.queued(rc)
+    }
+    fn broadcast(&mut self, count: usize, root: usize) -> Result<()> {
+        let (s, r, lib) = (vp(self.p.send), vp(self.p.recv), self.be.lib);
+        let root = root as c_int;
+        // SAFETY: see NcclCall.
+        let rc = unsafe { (lib.broadcast)(s, r, count, self.dt, root, self.comm(), self.stream()) };
+        self.queued(rc)
+    }
+    fn reduce(&mut self, count: usize, root: usize) -> Result<()> {
+        let (s, r, lib) = (vp(self.p.send), vp(self.p.recv), self.be.lib);
+        let root = root as c_int;
+        // SAFETY: see NcclCall.
+        let rc = unsafe {
+            (lib.reduce)(
+                s,
+                r,
+                count,
+                self.dt,
+                self.op,
+                root,
+                self.comm(),
+                self.stream(),
+            )
+        };
+        self.queued(rc)
+    }
+    fn group(&mut self, ops: &[P2p]) -> Result<()> {
+        let lib = self.be.lib;
+        let (comm, stream, dt, es) = (self.comm(), self.stream(), self.dt, self.es);
+        // SAFETY: see NcclCall.
+        let rc = unsafe { (lib.group_start)() };
+        if rc != NCCL_SUCCESS {
+            let what = self.ctx.what.as_str();
+            return Err(self.be.fail(what, self.since, Failure::Nccl(rc)));
+        }
+        let mut first_err = NCCL_SUCCESS;
+        for op in ops {
+            // SAFETY: see NcclCall.
+            let rc = unsafe {
+                match *op {
+                    P2p::Send { peer, at, count } => {
+                        let buf = vp(self.p.send + (at * es) as u64);
+                        (lib.send)(buf, count, dt, peer as c_int, comm, stream)
+                    }
+                    P2p::Recv { peer, at, count } => {
+                        let buf = vp(self.p.recv + (at * es) as u64);
+                        (lib.recv)(buf, count, dt, peer as c_int, comm, stream)
+                    }
+                }
+            };
+            if first_err == NCCL_SUCCESS && rc != NCCL_SUCCESS {
+                first_err = rc;
+            }
+        }
+        // SAFETY: closes the group opened above.
+        let end = unsafe { (lib.group_end)() };
+        self.queued(if first_err != NCCL_SUCCESS {
+            first_err
+        } else {
+            end
+        })
     }
 }
 
@@ -876,48 +887,6 @@ impl Backend for NcclBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn call(kind: CollKind, count: usize, dtype: Dtype, root: usize) -> Call {
-        Call {
-            kind,
-            dtype,
-            op: RedOp::Sum,
-            root,
-            count,
-            in_place: false,
-        }
-    }
-
-    #[test]
-    fn buffer_needs_follow_nccl_tests_counts() {
-        let n = 4;
-        let c = |k| call(k, 1024, Dtype::F32, 1);
-        assert_eq!(needed_bytes(&c(CollKind::AllReduce), 0, n), (4096, 4096));
-        assert_eq!(needed_bytes(&c(CollKind::AllGather), 0, n), (1024, 4096));
-        assert_eq!(
-            needed_bytes(&c(CollKind::ReduceScatter), 0, n),
-            (4096, 1024)
-        );
-        assert_eq!(needed_bytes(&c(CollKind::AllToAll), 0, n), (4096, 4096));
-        assert_eq!(needed_bytes(&c(CollKind::SendRecv), 0, n), (4096, 4096));
-        // Rooted: only the root reads (broadcast) or gets (reduce) the message.
-        assert_eq!(needed_bytes(&c(CollKind::Broadcast), 0, n), (0, 4096));
-        assert_eq!(needed_bytes(&c(CollKind::Broadcast), 1, n), (4096, 4096));
-        assert_eq!(needed_bytes(&c(CollKind::Reduce), 0, n), (4096, 0));
-        assert_eq!(needed_bytes(&c(CollKind::Reduce), 1, n), (4096, 4096));
-    }
-
-    #[test]
-    fn in_place_offsets_are_nccls() {
-        let n = 4;
-        let ag = call(CollKind::AllGather, 1024, Dtype::F16, 0);
-        // chunk = 256 elements × 2 bytes; rank 3's input sits at 3 chunks.
-        assert_eq!(in_place_offsets(&ag, 3, n), (3 * 512, 0));
-        let rs = call(CollKind::ReduceScatter, 1024, Dtype::F16, 0);
-        assert_eq!(in_place_offsets(&rs, 2, n), (0, 2 * 512));
-        let ar = call(CollKind::AllReduce, 1024, Dtype::F16, 0);
-        assert_eq!(in_place_offsets(&ar, 2, n), (0, 0));
-    }
 
     #[test]
     fn every_dtype_and_op_has_an_nccl_value() {
