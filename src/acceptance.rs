@@ -30,6 +30,7 @@ use crate::report::verdict;
 use crate::results::acceptance::{AcceptanceRecord, JobRecord, JobStatus, SCHEMA_VERSION};
 use crate::results::utc_stamp;
 use crate::results::{create_out_dir, write_json_atomic};
+use crate::topology::file::Topology;
 use crate::watchdog::unix_seconds;
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{BufRead, BufReader, Write};
@@ -563,129 +564,174 @@ fn chaos_argv(card: &Card, burnin: &str, launch: &[String], dir: &Path) -> Vec<S
 /// `burnin run`.
 pub fn run(args: &RunArgs) -> Result<Outcome> {
     let card = Card::load(&args.card)?;
-    let topo_path = card.topology_path(&args.card).map(|p| absolute(&p));
-    let topology = card.load_topology(&args.card)?;
-    let launch_text = args
-        .launch
-        .clone()
-        .or_else(|| card.launch.clone())
-        .ok_or_else(|| {
-            anyhow!(
-                "--launch: {} names no launcher; pass one, e.g. --launch 'mpirun -np 8 --hostfile hosts'",
-                args.card.display()
-            )
-        })?;
-    let launch = split_launch(&launch_text).map_err(|e| anyhow!("--launch: {e}"))?;
-    let phases = select_phases(&card, args.phases.as_deref())?;
-    let started = unix_seconds(SystemTime::now());
-    let out = absolute(&args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!("{}-{}", utc_stamp(started), card.name))
-    }));
-    if out.join("acceptance.json").exists() {
-        bail!(
-            "--out: {} already holds an acceptance run; give another folder",
-            out.display()
-        );
-    }
-    create_out_dir(&out, "--out")?;
-    let burnin = std::env::current_exe()
-        .context("cannot find this burnin binary")?
-        .display()
-        .to_string();
-    let mut global: Vec<String> = Vec::new();
-    if let Some(b) = &card.backend {
-        global.extend(["--backend".into(), b.clone()]);
-    }
-    if let Some(t) = card.step_timeout_s {
-        global.extend(["-T".into(), t.to_string()]);
-    }
-    if let Ok(text) = std::fs::read_to_string(&args.card) {
-        let _ = std::fs::write(out.join("card.toml"), text);
-    }
-    let record = AcceptanceRecord {
-        schema_version: SCHEMA_VERSION,
-        kind: "acceptance".into(),
-        card: card.clone(),
-        card_path: path_text(&args.card),
-        topology,
-        launch: launch.clone(),
-        burnin: burnin.clone(),
-        burnin_version: env!("CARGO_PKG_VERSION").into(),
-        argv: std::env::args().collect(),
-        launch_host: hostname(),
-        phases_selected: phases.clone(),
-        started_unix: started,
-        finished_unix: None,
-        jobs: Vec::new(),
-        criteria: Vec::new(),
-        comm_efficiency: None,
-        outcome: None,
-    };
-    let mut r = Runner {
-        out: out.clone(),
-        launch,
-        burnin,
-        global,
-        quiet: args.quiet,
-        record,
-    };
+    let plan = Plan::new(args, &card)?;
+    let mut r = Runner::new(args, &card, &plan)?;
     r.save()?;
     install_signal_handlers();
     println!(
         "# burnin run: card {} ({}), phases {}, results {}",
         card.name,
         args.card.display(),
-        phases.join(","),
-        out.display()
+        plan.phases.join(","),
+        plan.out.display()
     );
-    for phase in &phases {
+    for phase in &plan.phases {
         if INTERRUPTED.load(Ordering::SeqCst) {
             break;
         }
-        match phase.as_str() {
-            "probe" => {
-                let t = secs(card.probe.as_ref().and_then(|p| p.timeout_s), 300.0);
-                let dir = out.join("probe");
-                let argv = r.under_launcher(&[
-                    "probe".into(),
-                    "--json".into(),
-                    path_text(&dir.join("probe.json")),
-                ]);
-                r.job("probe", "probe", argv, t)?;
-            }
-            "sweep" => {
-                let t = secs(card.sweep.as_ref().and_then(|s| s.timeout_s), 1800.0);
-                let argv =
-                    r.under_launcher(&sweep_args(&card, topo_path.as_deref(), &out.join("sweep")));
-                r.job("sweep", "sweep", argv, t)?;
-            }
-            "train" => run_train(&mut r, &card)?,
-            "chaos" => {
-                if !has_chaos(&r.burnin) {
-                    r.not_run(
-                        "chaos",
-                        "chaos",
-                        JobStatus::NotAvailable,
-                        "this burnin has no `chaos` command; its criteria are not run".into(),
-                    )?;
-                    continue;
-                }
-                let t = secs(card.chaos.as_ref().and_then(|c| c.timeout_s), 1800.0);
-                let argv = chaos_argv(&card, &r.burnin, &r.launch, &out.join("chaos"));
-                r.job("chaos", "chaos", argv, t)?;
-                if !card.chaos.as_ref().is_some_and(|c| c.keep_checkpoints) {
-                    for d in checkpoint_dirs(&out.join("chaos"), 4) {
-                        remove_checkpoints(&d);
-                    }
-                }
-            }
-            _ => {}
-        }
+        run_phase(&mut r, &card, phase, plan.topo_path.as_deref())?;
     }
     let interrupted = INTERRUPTED.load(Ordering::SeqCst);
+    finish(&mut r, interrupted)
+}
+
+/// What the command line and the card fix before anything runs.
+struct Plan {
+    topo_path: Option<PathBuf>,
+    topology: Option<Topology>,
+    launch: Vec<String>,
+    phases: Vec<String>,
+    started: f64,
+    out: PathBuf,
+}
+
+impl Plan {
+    /// The topology, launcher, phases and results folder (created, and refused if it
+    /// holds an acceptance run already).
+    fn new(args: &RunArgs, card: &Card) -> Result<Plan> {
+        let topo_path = card.topology_path(&args.card).map(|p| absolute(&p));
+        let topology = card.load_topology(&args.card)?;
+        let launch_text = args
+            .launch
+            .clone()
+            .or_else(|| card.launch.clone())
+            .ok_or_else(|| {
+                anyhow!(
+                    "--launch: {} names no launcher; pass one, e.g. --launch 'mpirun -np 8 --hostfile hosts'",
+                    args.card.display()
+                )
+            })?;
+        let launch = split_launch(&launch_text).map_err(|e| anyhow!("--launch: {e}"))?;
+        let phases = select_phases(card, args.phases.as_deref())?;
+        let started = unix_seconds(SystemTime::now());
+        let out = absolute(&args.out.clone().unwrap_or_else(|| {
+            PathBuf::from("results").join(format!("{}-{}", utc_stamp(started), card.name))
+        }));
+        if out.join("acceptance.json").exists() {
+            bail!(
+                "--out: {} already holds an acceptance run; give another folder",
+                out.display()
+            );
+        }
+        create_out_dir(&out, "--out")?;
+        Ok(Plan {
+            topo_path,
+            topology,
+            launch,
+            phases,
+            started,
+            out,
+        })
+    }
+}
+
+impl Runner {
+    /// This burnin, the card's global flags, a copy of the card in the folder, and the
+    /// record with no job yet.
+    fn new(args: &RunArgs, card: &Card, plan: &Plan) -> Result<Runner> {
+        let burnin = std::env::current_exe()
+            .context("cannot find this burnin binary")?
+            .display()
+            .to_string();
+        let mut global: Vec<String> = Vec::new();
+        if let Some(b) = &card.backend {
+            global.extend(["--backend".into(), b.clone()]);
+        }
+        if let Some(t) = card.step_timeout_s {
+            global.extend(["-T".into(), t.to_string()]);
+        }
+        if let Ok(text) = std::fs::read_to_string(&args.card) {
+            let _ = std::fs::write(plan.out.join("card.toml"), text);
+        }
+        let record = AcceptanceRecord {
+            schema_version: SCHEMA_VERSION,
+            kind: "acceptance".into(),
+            card: card.clone(),
+            card_path: path_text(&args.card),
+            topology: plan.topology.clone(),
+            launch: plan.launch.clone(),
+            burnin: burnin.clone(),
+            burnin_version: env!("CARGO_PKG_VERSION").into(),
+            argv: std::env::args().collect(),
+            launch_host: hostname(),
+            phases_selected: plan.phases.clone(),
+            started_unix: plan.started,
+            finished_unix: None,
+            jobs: Vec::new(),
+            criteria: Vec::new(),
+            comm_efficiency: None,
+            outcome: None,
+        };
+        Ok(Runner {
+            out: plan.out.clone(),
+            launch: plan.launch.clone(),
+            burnin,
+            global,
+            quiet: args.quiet,
+            record,
+        })
+    }
+}
+
+/// Run one phase's job(s).
+fn run_phase(r: &mut Runner, card: &Card, phase: &str, topo_path: Option<&Path>) -> Result<()> {
+    let out = r.out.clone();
+    match phase {
+        "probe" => {
+            let t = secs(card.probe.as_ref().and_then(|p| p.timeout_s), 300.0);
+            let dir = out.join("probe");
+            let argv = r.under_launcher(&[
+                "probe".into(),
+                "--json".into(),
+                path_text(&dir.join("probe.json")),
+            ]);
+            r.job("probe", "probe", argv, t)?;
+        }
+        "sweep" => {
+            let t = secs(card.sweep.as_ref().and_then(|s| s.timeout_s), 1800.0);
+            let argv = r.under_launcher(&sweep_args(card, topo_path, &out.join("sweep")));
+            r.job("sweep", "sweep", argv, t)?;
+        }
+        "train" => run_train(r, card)?,
+        "chaos" => {
+            if !has_chaos(&r.burnin) {
+                return r.not_run(
+                    "chaos",
+                    "chaos",
+                    JobStatus::NotAvailable,
+                    "this burnin has no `chaos` command; its criteria are not run".into(),
+                );
+            }
+            let t = secs(card.chaos.as_ref().and_then(|c| c.timeout_s), 1800.0);
+            let argv = chaos_argv(card, &r.burnin, &r.launch, &out.join("chaos"));
+            r.job("chaos", "chaos", argv, t)?;
+            if !card.chaos.as_ref().is_some_and(|c| c.keep_checkpoints) {
+                for d in checkpoint_dirs(&out.join("chaos"), 4) {
+                    remove_checkpoints(&d);
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// After the last job: judge and report from the JSON on disk (exactly what `burnin
+/// report` will see), print the verdict.
+fn finish(r: &mut Runner, interrupted: bool) -> Result<Outcome> {
+    let out = r.out.clone();
     r.record.finished_unix = Some(unix_seconds(SystemTime::now()));
     r.save()?;
-    // Judge and report from the JSON on disk: exactly what `burnin report` will see.
     let data = crate::report::data::RunData::load(&out)?;
     let criteria = verdict::judge(&data);
     let pass = crate::results::acceptance::passed(&criteria);

@@ -10,7 +10,7 @@ use super::launch::{self, Job, Teardown};
 use super::report::{self, ClockOffset, Mark, Parity, Reference, StragglerSeen, Times, Trial};
 use super::supervisor::{
     fault_args, last_step, link_cut_step, parity, read_json, run_to_end, s, signs, sim, stopping,
-    tail, Cut, Setup, Sign, POLL, SLOW_POLL,
+    tail, Cut, Ran, Setup, Sign, POLL, SLOW_POLL,
 };
 use crate::fault::{self, FaultKind, Pick, SplitMix64};
 use anyhow::{Context, Result};
@@ -462,7 +462,7 @@ fn detection(t: &mut Trial, w: &Watched, evs: &[Event], inject_t: f64, td: &Tear
 /// Relaunch with `--resume` (retried when it fails before its ranks are up), then
 /// time the recovery and check it against the reference.
 fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f64) -> Result<()> {
-    let (st, p, limit, kind) = (plan.st, &plan.p, plan.limit, &plan.kind);
+    let p = &plan.p;
     t.expected_restore_step = ckptcheck::inspect(&p.ckpt).newest_verified();
     if plan.cut_at.is_some() {
         // A cut lands a moment after the supervisor saw the step it waits for: the
@@ -474,6 +474,17 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
             .flatten()
             .max();
     }
+    let r = relaunch(plan, t)?;
+    check_resumed_run(t, &r, plan.limit);
+    recovery_times(t, p, &r, gone_t, inject_t);
+    check_recovered(t, plan, base);
+    Ok(())
+}
+
+/// Like a launcher with restarts: a job that fails before its ranks are up (a
+/// daemon that could not connect yet) is started again, twice at most.
+fn relaunch(plan: &Plan, t: &mut Trial) -> Result<Ran> {
+    let (st, p) = (plan.st, &plan.p);
     let argv = st.argv(&[
         "--out".into(),
         s(&p.resume),
@@ -481,15 +492,13 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
         s(&p.ckpt),
         "--resume".into(),
     ]);
-    // Like a launcher with restarts: a job that fails before its ranks are up (a
-    // daemon that could not connect yet) is started again, twice at most.
     let mut attempt = 1;
     let r = loop {
         let name = match attempt {
             1 => "resume".to_string(),
             a => format!("resume-{a}"),
         };
-        let r = run_to_end(&argv, &p.dir, &name, limit, st.grace)?;
+        let r = run_to_end(&argv, &p.dir, &name, plan.limit, st.grace)?;
         mark(
             t,
             "relaunch",
@@ -511,6 +520,11 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
         std::thread::sleep(Duration::from_secs(1));
     };
     t.relaunches = attempt;
+    Ok(r)
+}
+
+/// The resumed run's own problems: a timeout, survivors, a failed exit.
+fn check_resumed_run(t: &mut Trial, r: &Ran, limit: Duration) {
     if r.timed_out {
         t.problems.push(format!(
             "the resumed run did not end within {:.0} s",
@@ -528,6 +542,11 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
             tail(&r.job.lines(), 3)
         ));
     }
+}
+
+/// From the resumed run's events: the restored step, the recovery marks and times,
+/// and the steps lost.
+fn recovery_times(t: &mut Trial, p: &Paths, r: &Ran, gone_t: f64, inject_t: f64) {
     let revs = events::read_all(&p.resume);
     let rank0 = |pick: fn(&What) -> bool| {
         revs.iter()
@@ -562,6 +581,12 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
     t.steps_lost = t
         .fault_step
         .map(|fs| fs.saturating_sub(t.restored_step.unwrap_or(0)));
+}
+
+/// The recovered run against what it should be: the checkpoint it restored, the
+/// checkpoints after it, parity with the reference; and what the recovery cost.
+fn check_recovered(t: &mut Trial, plan: &Plan, base: &Baseline) {
+    let (st, p, kind) = (plan.st, &plan.p, &plan.kind);
     if t.restored_step != t.expected_restore_step {
         t.problems.push(format!(
             "restored step {:?}, but the newest checkpoint that verified when the job was gone is {:?}",
@@ -605,7 +630,6 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
         let seconds = total + lost as f64 * base.reference.step_p50_s;
         t.cost_usd = Some(seconds * base.reference.world_size as f64 * price / 3600.0);
     }
-    Ok(())
 }
 
 /// Trial `n`, start to finish.
