@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -410,6 +411,98 @@ pub fn is_failure_line(text: &str) -> bool {
         "killed",
     ];
     SIGNS.iter().any(|s| text.contains(s))
+}
+
+/// How often the watch loop looks (output lines and known processes); the full
+/// process-tree scan and the events files are read every [`SLOW_POLL`].
+pub(super) const POLL: Duration = Duration::from_millis(20);
+pub(super) const SLOW_POLL: Duration = Duration::from_millis(100);
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// SIGINT/SIGTERM to the supervisor: tear the job down, then stop. (The job runs in
+/// its own process group, so a terminal's Ctrl-C does not reach it directly.)
+pub(super) fn catch_signals() {
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
+}
+
+pub(super) fn stopping() -> bool {
+    STOP.load(Ordering::SeqCst)
+}
+
+/// What a finished (or torn down) run left.
+pub(super) struct Ran {
+    pub(super) job: Job,
+    pub(super) teardown: Teardown,
+    pub(super) timed_out: bool,
+    pub(super) interrupted: bool,
+}
+
+/// Run to the end (bounded by `limit`), then check that nothing is left.
+pub(super) fn run_to_end(
+    argv: &[String],
+    dir: &Path,
+    name: &str,
+    limit: Duration,
+    grace: Duration,
+) -> Result<Ran> {
+    let mut job = Job::spawn(
+        argv,
+        &dir.join(format!("{name}.stdout")),
+        &dir.join(format!("{name}.stderr")),
+    )?;
+    let mut timed_out = false;
+    let mut interrupted = false;
+    while job.exit.is_none() {
+        job.poll(SLOW_POLL);
+        if job.elapsed() > limit {
+            timed_out = true;
+            break;
+        }
+        if stopping() {
+            interrupted = true;
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    let teardown = job.teardown(Duration::ZERO, grace);
+    Ok(Ran {
+        job,
+        teardown,
+        timed_out,
+        interrupted,
+    })
+}
+
+/// The last lines of a run's stderr, for a problem message.
+/// Why a run failed, from its output: burnin's own deadline and error lines first
+/// (they say who and where), else the last `n` lines of stderr.
+pub(super) fn tail(lines: &[Line], n: usize) -> String {
+    let own: Vec<&str> = lines
+        .iter()
+        .map(|l| l.text.trim())
+        .filter(|t| {
+            t.starts_with("Error") || (t.starts_with("burnin: rank ") && t.contains(" waited "))
+        })
+        .take(2)
+        .collect();
+    if !own.is_empty() {
+        return own.join(" | ");
+    }
+    let l: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.stderr && !l.text.trim().is_empty())
+        .map(|l| l.text.as_str())
+        .collect();
+    l[l.len().saturating_sub(n)..].join(" | ")
 }
 
 #[cfg(test)]

@@ -13,8 +13,13 @@
 //! and events to time detection and teardown, kills what is left (SIGTERM, grace,
 //! SIGKILL, every process of the tree), checks the checkpoints on its own
 //! ([`ckptcheck`]), relaunches with `--resume`, and compares the recovered run with an
-//! uninterrupted reference; each trial's phases are in `trial`, the records and the
-//! summary in [`report`].
+//! uninterrupted reference; the records and the summary are in [`report`].
+//!
+//! The supervisor's modules depend one way: [`supervisor`] (the campaign: the
+//! reference run, the trials in turn, `chaos.json`) → `trial` (one trial, phase by
+//! phase) → [`launch`] (one run of the job: launching, watching, tearing down), with
+//! `setup` (the validated flags and each run's command line), `parity` (a finished
+//! run against the reference) and `sim` (the simulated cluster's link cut) below.
 pub mod args;
 pub mod checkin;
 pub mod ckptcheck;
@@ -23,8 +28,11 @@ pub mod deadline;
 pub mod events;
 pub mod heartbeat;
 pub mod launch;
+mod parity;
 pub mod proctree;
 pub mod report;
+mod setup;
+mod sim;
 pub mod straggler;
 pub mod supervisor;
 mod trial;

@@ -6,12 +6,11 @@
 use super::args::KindOrder;
 use super::ckptcheck;
 use super::events::{self, unix_now, Event, What};
-use super::launch::{self, Job, Teardown};
+use super::launch::{self, run_to_end, stopping, tail, Job, Ran, Teardown, POLL, SLOW_POLL};
+use super::parity::{last_step, parity, read_json};
 use super::report::{self, ClockOffset, Mark, Parity, Reference, StragglerSeen, Times, Trial};
-use super::supervisor::{
-    fault_args, last_step, link_cut_step, parity, read_json, run_to_end, s, signs, sim, stopping,
-    tail, Cut, Ran, Setup, Sign, POLL, SLOW_POLL,
-};
+use super::setup::{fault_args, link_cut_step, s, Setup};
+use super::sim::{sim, Cut};
 use crate::fault::{self, FaultKind, Pick, SplitMix64};
 use anyhow::{Context, Result};
 use std::path::PathBuf;
@@ -430,6 +429,57 @@ fn finish_slow(t: &mut Trial, w: &Watched, td: Teardown, p: &Paths, base: &Basel
     }
     let end = w.job.exit.as_ref().map(|e| e.1).unwrap_or_else(unix_now);
     mark(t, "end", end, "supervisor");
+}
+
+/// A sign that the job failed, and when it was seen.
+#[derive(Clone, Debug)]
+pub(super) struct Sign {
+    pub(super) unix: f64,
+    pub(super) what: String,
+}
+
+/// The signs of failure in what a job left: rank processes gone while the launcher
+/// ran, failure lines, deadline events, the launcher's exit.
+pub(super) fn signs(job: &Job, evs: &[Event]) -> Vec<Sign> {
+    let mut out = Vec::new();
+    let launcher_end = job.exit.as_ref().map(|(_, t)| *t).unwrap_or(f64::INFINITY);
+    for (pid, seen) in &job.seen {
+        if let (Some(rank), Some(gone)) = (seen.rank, seen.gone) {
+            if gone < launcher_end {
+                out.push(Sign {
+                    unix: gone,
+                    what: format!("rank {rank} (pid {pid}) exited while the job ran"),
+                });
+            }
+        }
+    }
+    for l in job.lines() {
+        if launch::is_failure_line(&l.text) {
+            out.push(Sign {
+                unix: l.unix,
+                what: format!("launcher output: {}", l.text.trim()),
+            });
+        }
+    }
+    for e in evs {
+        match &e.what {
+            What::CheckinTimeout { line, .. }
+            | What::Watchdog { line }
+            | What::Silent { line, .. } => out.push(Sign {
+                unix: e.unix0(),
+                what: format!("events of rank {}: {line}", e.rank),
+            }),
+            _ => {}
+        }
+    }
+    if let Some((st, t)) = &job.exit {
+        out.push(Sign {
+            unix: *t,
+            what: format!("launcher exited ({})", launch::describe_exit(st)),
+        });
+    }
+    out.sort_by(|a, b| a.unix.total_cmp(&b.unix));
+    out
 }
 
 /// Detection and teardown times, from every sign the job left.
