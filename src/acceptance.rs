@@ -26,6 +26,7 @@
 //! `stdout.log`/`stderr.log`, then `report.md` and `report.html`.
 use crate::card::{split_launch, Card, PHASES};
 use crate::error::Outcome;
+use crate::process::{self, Launcher};
 use crate::report::verdict;
 use crate::results::acceptance::{AcceptanceRecord, JobRecord, JobStatus, SCHEMA_VERSION};
 use crate::results::utc_stamp;
@@ -33,12 +34,12 @@ use crate::results::{create_out_dir, write_json_atomic};
 use crate::topology::file::Topology;
 use crate::watchdog::unix_seconds;
 use anyhow::{anyhow, bail, Context, Result};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 #[derive(clap::Args, Debug, serde::Serialize)]
 pub struct RunArgs {
@@ -62,68 +63,6 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-/// Set by SIGINT/SIGTERM: stop the current job, write the report, exit 2.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-}
-
-/// Every descendant of `pid`, found through /proc's parent links.
-pub fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent_of: Vec<(u32, u32)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-                continue;
-            };
-            // pid (comm) state ppid …: comm may hold spaces, so split after ')'.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                continue;
-            };
-            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok()) {
-                parent_of.push((p, ppid));
-            }
-        }
-    }
-    let mut out = vec![];
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for &(c, pp) in &parent_of {
-            if pp == p && !out.contains(&c) {
-                out.push(c);
-                frontier.push(c);
-            }
-        }
-    }
-    out
-}
-
-/// Signal a job: its process group and every descendant (mpirun puts ranks in groups
-/// of their own).
-fn signal_tree(pid: u32, sig: libc::c_int) {
-    let tree = descendants(pid);
-    // SAFETY: kill(2) on the process group we created for our own child and on its
-    // descendants found a moment ago.
-    unsafe {
-        libc::kill(-(pid as libc::pid_t), sig);
-        for p in tree {
-            libc::kill(p as libc::pid_t, sig);
-        }
-    }
-}
-
 /// How a supervised child ended.
 struct Ended {
     code: Option<i32>,
@@ -132,87 +71,54 @@ struct Ended {
     interrupted: bool,
 }
 
+/// SIGTERM to a job that passed its bound (or was interrupted), then this long before
+/// SIGKILL.
+const JOB_GRACE: Duration = Duration::from_secs(5);
+
+/// A sink of a job's output: each line to `log` and, unless `quiet`, to the terminal
+/// (stderr lines to stderr). Reading stops at a line that is not UTF-8.
+fn echo(log: PathBuf, to_err: bool, quiet: bool) -> process::Sink {
+    let mut log = std::fs::File::create(&log).ok();
+    Box::new(move |buf: &[u8]| {
+        let Ok(text) = std::str::from_utf8(buf) else {
+            return ControlFlow::Break(());
+        };
+        let line = text.strip_suffix('\n').unwrap_or(text);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if let Some(f) = &mut log {
+            let _ = writeln!(f, "{line}");
+        }
+        if !quiet {
+            if to_err {
+                eprintln!("{line}");
+            } else {
+                println!("{line}");
+            }
+        }
+        ControlFlow::Continue(())
+    })
+}
+
 /// Run `argv` in its own process group, its output copied line by line to the
-/// terminal and to `log_dir/{stdout,stderr}.log`, bounded by `limit`.
+/// terminal and to `log_dir/{stdout,stderr}.log`, bounded by `limit` (SIGTERM to its
+/// group and tree, [`JOB_GRACE`], SIGKILL); an interruption ends it the same way.
 fn supervise(argv: &[String], log_dir: &Path, limit: Duration, quiet: bool) -> Result<Ended> {
     let (prog, args) = argv.split_first().ok_or_else(|| anyhow!("empty command"))?;
     let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start {prog}"))?;
-    let pipe = |r: Box<dyn std::io::Read + Send>, file: PathBuf, to_err: bool| {
-        std::thread::spawn(move || {
-            let mut log = std::fs::File::create(&file).ok();
-            for line in BufReader::new(r).lines() {
-                let Ok(line) = line else { break };
-                if let Some(f) = &mut log {
-                    let _ = writeln!(f, "{line}");
-                }
-                if !quiet {
-                    if to_err {
-                        eprintln!("{line}");
-                    } else {
-                        println!("{line}");
-                    }
-                }
-            }
-        })
-    };
-    let out = child
-        .stdout
-        .take()
-        .map(|o| pipe(Box::new(o), log_dir.join("stdout.log"), false));
-    let err = child
-        .stderr
-        .take()
-        .map(|e| pipe(Box::new(e), log_dir.join("stderr.log"), true));
-    let start = Instant::now();
-    let (mut timed_out, mut interrupted) = (false, false);
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        let expired = start.elapsed() > limit;
-        let stop = INTERRUPTED.load(Ordering::SeqCst);
-        if expired || stop {
-            timed_out = expired;
-            interrupted = stop;
-            signal_tree(child.id(), libc::SIGTERM);
-            let grace = Instant::now();
-            let st = loop {
-                if let Some(st) = child.try_wait()? {
-                    break Some(st);
-                }
-                if grace.elapsed() > Duration::from_secs(5) {
-                    break None;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            };
-            match st {
-                Some(st) => break st,
-                None => {
-                    signal_tree(child.id(), libc::SIGKILL);
-                    break child.wait()?;
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // Whatever the job left running (daemons that outlived it) goes too.
-    signal_tree(child.id(), libc::SIGKILL);
-    for t in [out, err].into_iter().flatten() {
-        let _ = t.join();
-    }
+    cmd.args(args);
+    let mut job = Launcher::spawn(
+        cmd,
+        echo(log_dir.join("stdout.log"), false, quiet),
+        echo(log_dir.join("stderr.log"), true, quiet),
+    )
+    .with_context(|| format!("cannot start {prog}"))?;
+    let ended = job.wait_bounded(limit, JOB_GRACE, process::stop_requested)?;
+    job.join_readers(None);
     Ok(Ended {
-        code: status.code(),
-        signal: status.signal(),
-        timed_out,
-        interrupted,
+        code: ended.status.code(),
+        signal: ended.status.signal(),
+        timed_out: ended.timed_out,
+        interrupted: ended.interrupted,
     })
 }
 
@@ -567,7 +473,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     let plan = Plan::new(args, &card)?;
     let mut r = Runner::new(args, &card, &plan)?;
     r.save()?;
-    install_signal_handlers();
+    process::catch_stop();
     println!(
         "# burnin run: card {} ({}), phases {}, results {}",
         card.name,
@@ -576,12 +482,12 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         plan.out.display()
     );
     for phase in &plan.phases {
-        if INTERRUPTED.load(Ordering::SeqCst) {
+        if process::stop_requested() {
             break;
         }
         run_phase(&mut r, &card, phase, plan.topo_path.as_deref())?;
     }
-    let interrupted = INTERRUPTED.load(Ordering::SeqCst);
+    let interrupted = process::stop_requested();
     finish(&mut r, interrupted)
 }
 
@@ -877,6 +783,7 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn phases_narrow_in_card_order() {

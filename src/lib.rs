@@ -19,6 +19,7 @@ pub mod kinds;
 pub mod mpi_log;
 pub mod nccl_log;
 pub mod probe;
+pub mod process;
 pub mod report;
 pub mod results;
 pub mod smoke;

@@ -9,7 +9,7 @@
 //!
 //! On the launch host, `burnin chaos` ([`supervisor`], [`args`]) runs the job through
 //! the user's launcher as a child ([`launch`]), injects what a rank cannot do to itself
-//! (`link-cut` on the simulated cluster), watches output, process tree ([`proctree`])
+//! (`link-cut` on the simulated cluster), watches output, process tree ([`crate::process::tree`])
 //! and events to time detection and teardown, kills what is left (SIGTERM, grace,
 //! SIGKILL, every process of the tree), checks the checkpoints on its own
 //! ([`ckptcheck`]), relaunches with `--resume`, and compares the recovered run with an
@@ -29,7 +29,6 @@ pub mod events;
 pub mod heartbeat;
 pub mod launch;
 mod parity;
-pub mod proctree;
 pub mod report;
 mod setup;
 mod sim;

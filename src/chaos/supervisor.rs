@@ -20,13 +20,13 @@
 //! launch host and rank 0's host are assumed NTP-synchronised (typically the same).
 use super::args::ChaosArgs;
 use super::events::unix_now;
-use super::launch::{catch_signals, run_to_end, stopping, tail};
+use super::launch::{run_to_end, tail};
 use super::parity::{losses, read_json};
-use super::proctree;
 use super::report::{self, ChaosReport, Reference};
 use super::setup::{s, Setup};
 use super::trial;
 use crate::error::Outcome;
+use crate::process::{self, stop_requested};
 use crate::results::{self, Jsonl};
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -108,8 +108,8 @@ fn write_report(path: &Path, rep: &mut ChaosReport) -> Result<()> {
 /// `burnin chaos`.
 pub fn run(a: &ChaosArgs) -> Result<Outcome> {
     let st = Setup::from_args(a)?;
-    catch_signals();
-    if !proctree::become_subreaper() {
+    process::catch_stop();
+    if !process::become_subreaper() {
         eprintln!("burnin: warning: cannot become a child subreaper: orphans of the job may escape the check");
     }
     let report_path = st.out.join("chaos.json");
@@ -144,7 +144,7 @@ pub fn run(a: &ChaosArgs) -> Result<Outcome> {
     rep.reference = Some(reference.clone());
     write_report(&report_path, &mut rep)?;
     for n in 0..st.trials {
-        if stopping() {
+        if stop_requested() {
             break;
         }
         let base = trial::Baseline {
@@ -170,7 +170,7 @@ pub fn run(a: &ChaosArgs) -> Result<Outcome> {
         report_path.display(),
         trials_path.display()
     );
-    if stopping() {
+    if stop_requested() {
         bail!("interrupted; the job was torn down");
     }
     Ok(Outcome::from_ok(rep.outcome == "pass"))

@@ -6,12 +6,13 @@
 use super::args::KindOrder;
 use super::ckptcheck;
 use super::events::{self, unix_now, Event, What};
-use super::launch::{self, run_to_end, stopping, tail, Job, Ran, Teardown, POLL, SLOW_POLL};
+use super::launch::{self, run_to_end, tail, Job, Ran, Teardown, POLL, SLOW_POLL};
 use super::parity::{last_step, parity, read_json};
 use super::report::{self, ClockOffset, Mark, Parity, Reference, StragglerSeen, Times, Trial};
 use super::setup::{fault_args, link_cut_step, s, Setup};
 use super::sim::{sim, Cut};
 use crate::fault::{self, FaultKind, Pick, SplitMix64};
+use crate::process::stop_requested;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -254,7 +255,7 @@ fn watch<'a>(plan: &Plan<'a>, job: Job, t: &mut Trial) -> Result<Watched<'a>> {
             ));
             break;
         }
-        if stopping() {
+        if stop_requested() {
             t.problems.push("interrupted".into());
             break;
         }
@@ -558,7 +559,7 @@ fn relaunch(plan: &Plan, t: &mut Trial) -> Result<Ran> {
         let up = events::read_all(&p.resume)
             .iter()
             .any(|e| matches!(e.what, What::Start { .. }));
-        if up || r.teardown.launcher_exit == "exit 0" || attempt == 3 || stopping() {
+        if up || r.teardown.launcher_exit == "exit 0" || attempt == 3 || stop_requested() {
             break r;
         }
         t.notes.push(format!(
@@ -769,7 +770,7 @@ pub fn run(st: &Setup, base: &Baseline, n: usize) -> Result<Trial> {
     }
     let (gone_t, torn_down) = (td.done_unix, td.tree_empty);
     t.teardown = Some(td);
-    if t.hung || !torn_down || stopping() {
+    if t.hung || !torn_down || stop_requested() {
         return Ok(t);
     }
     recover(&plan, base, &mut t, gone_t, inject_t)?;
