@@ -27,6 +27,7 @@
 use crate::card::{split_launch, Card, PHASES};
 use crate::error::Outcome;
 use crate::process::{self, Launcher};
+use crate::progress::Live;
 use crate::report::verdict;
 use crate::results::acceptance::{AcceptanceRecord, JobRecord, JobStatus, SCHEMA_VERSION};
 use crate::results::utc_stamp;
@@ -76,8 +77,9 @@ struct Ended {
 const JOB_GRACE: Duration = Duration::from_secs(5);
 
 /// A sink of a job's output: each line to `log` and, unless `quiet`, to the terminal
-/// (stderr lines to stderr). Reading stops at a line that is not UTF-8.
-fn echo(log: PathBuf, to_err: bool, quiet: bool) -> process::Sink {
+/// (stderr lines to stderr, around the live line). Reading stops at a line that is
+/// not UTF-8.
+fn echo(log: PathBuf, to_err: bool, quiet: bool, live: Live) -> process::Sink {
     let mut log = std::fs::File::create(&log).ok();
     Box::new(move |buf: &[u8]| {
         let Ok(text) = std::str::from_utf8(buf) else {
@@ -89,11 +91,13 @@ fn echo(log: PathBuf, to_err: bool, quiet: bool) -> process::Sink {
             let _ = writeln!(f, "{line}");
         }
         if !quiet {
-            if to_err {
-                eprintln!("{line}");
-            } else {
-                println!("{line}");
-            }
+            live.suspend(|| {
+                if to_err {
+                    eprintln!("{line}");
+                } else {
+                    println!("{line}");
+                }
+            });
         }
         ControlFlow::Continue(())
     })
@@ -101,19 +105,29 @@ fn echo(log: PathBuf, to_err: bool, quiet: bool) -> process::Sink {
 
 /// Run `argv` in its own process group, its output copied line by line to the
 /// terminal and to `log_dir/{stdout,stderr}.log`, bounded by `limit` (SIGTERM to its
-/// group and tree, [`JOB_GRACE`], SIGKILL); an interruption ends it the same way.
+/// group and tree, [`JOB_GRACE`], SIGKILL); an interruption ends it the same way. On
+/// a terminal a live line names the job (its folder's name) while it runs.
 fn supervise(argv: &[String], log_dir: &Path, limit: Duration, quiet: bool) -> Result<Ended> {
     let (prog, args) = argv.split_first().ok_or_else(|| anyhow!("empty command"))?;
+    let name = log_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let live = Live::start(format!(
+        "{name}: running (bound {:.0} s)",
+        limit.as_secs_f64()
+    ));
     let mut cmd = Command::new(prog);
     cmd.args(args);
     let mut job = Launcher::spawn(
         cmd,
-        echo(log_dir.join("stdout.log"), false, quiet),
-        echo(log_dir.join("stderr.log"), true, quiet),
+        echo(log_dir.join("stdout.log"), false, quiet, live.clone()),
+        echo(log_dir.join("stderr.log"), true, quiet, live.clone()),
     )
     .with_context(|| format!("cannot start {prog}"))?;
     let ended = job.wait_bounded(limit, JOB_GRACE, process::stop_requested)?;
     job.join_readers(None);
+    live.finish();
     Ok(Ended {
         code: ended.status.code(),
         signal: ended.status.signal(),

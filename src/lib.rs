@@ -20,6 +20,7 @@ pub mod mpi_log;
 pub mod nccl_log;
 pub mod probe;
 pub mod process;
+pub mod progress;
 pub mod report;
 pub mod results;
 pub mod smoke;

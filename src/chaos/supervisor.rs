@@ -27,6 +27,7 @@ use super::setup::{s, Setup};
 use super::trial;
 use crate::error::Outcome;
 use crate::process::{self, stop_requested};
+use crate::progress::Live;
 use crate::results::{self, Jsonl};
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -44,7 +45,9 @@ fn reference(st: &Setup) -> Result<Reference> {
     let argv = st.argv(&["--out".into(), s(&run_dir), "--ckpt-dir".into(), s(&ckpt)]);
     println!("# chaos: reference run (no fault): {}", argv.join(" "));
     let limit = st.run_timeout.unwrap_or(Duration::from_secs(3600));
+    let live = Live::start("chaos: reference run (no fault)");
     let r = run_to_end(&argv, &dir, "launch", limit, st.grace)?;
+    live.finish();
     if r.interrupted {
         bail!("interrupted");
     }
@@ -151,7 +154,9 @@ pub fn run(a: &ChaosArgs) -> Result<Outcome> {
             reference: &reference,
             losses: &ref_losses,
         };
-        let t = trial::run(&st, &base, n)?;
+        let live = Live::start(format!("chaos: trial {}/{}", n + 1, st.trials));
+        let t = trial::run(&st, &base, n, &live)?;
+        live.finish();
         println!("{}", report::trial_line(&t, st.trials));
         trials_file.append(&t)?;
         rep.trials.push(t);

@@ -13,6 +13,7 @@ use super::setup::{fault_args, link_cut_step, s, Setup};
 use super::sim::{sim, Cut};
 use crate::fault::{self, FaultKind, Pick, SplitMix64};
 use crate::process::stop_requested;
+use crate::progress::Live;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -38,6 +39,17 @@ struct Plan<'a> {
     /// Longest one run may take.
     limit: Duration,
     cut_at: Option<CutAt>,
+    /// The campaign's live line (on a terminal).
+    live: &'a Live,
+}
+
+impl Plan<'_> {
+    /// Show what the trial is doing on the live line.
+    fn phase(&self, what: &str) {
+        let (n, of, kind) = (self.n + 1, self.st.trials, &self.kind);
+        self.live
+            .set(format!("chaos: trial {n}/{of}: {kind}: {what}"));
+    }
 }
 
 /// A trial's folder: launcher output, the faulted run, the resumed run, checkpoints.
@@ -226,11 +238,13 @@ fn watch<'a>(plan: &Plan<'a>, job: Job, t: &mut Trial) -> Result<Watched<'a>> {
                     w.cut = Some(Cut::new(sim_path, node));
                     w.inject = Some((unix_now(), "supervisor (sim-cluster cut)".into()));
                     t.fault_step = reached;
-                    println!(
-                        "# chaos: trial {}: cut {node}'s link after step {}",
-                        n + 1,
-                        reached.unwrap_or(*step)
-                    );
+                    plan.live.suspend(|| {
+                        println!(
+                            "# chaos: trial {}: cut {node}'s link after step {}",
+                            n + 1,
+                            reached.unwrap_or(*step)
+                        )
+                    });
                 }
             }
         }
@@ -684,7 +698,8 @@ fn check_recovered(t: &mut Trial, plan: &Plan, base: &Baseline) {
 }
 
 /// Trial `n`, start to finish.
-pub fn run(st: &Setup, base: &Baseline, n: usize) -> Result<Trial> {
+/// `live`: the line that shows its phases on a terminal.
+pub fn run(st: &Setup, base: &Baseline, n: usize, live: &Live) -> Result<Trial> {
     let seed = fault::trial_seed(st.seed, n);
     let k = match st.order {
         KindOrder::Random => SplitMix64(seed).between(0, st.kinds.len() as u64 - 1) as usize,
@@ -709,9 +724,12 @@ pub fn run(st: &Setup, base: &Baseline, n: usize) -> Result<Trial> {
         p,
         limit,
         cut_at,
+        live,
     };
     let (kind, p) = (&plan.kind, &plan.p);
+    plan.phase("watching the job");
     let mut w = watch(&plan, job, &mut t)?;
+    plan.phase("tearing the job down");
     let td = w.job.teardown(st.teardown_wait, st.grace);
     check_teardown(&mut t, &mut w.job, &td);
     let healed = match w.cut.as_mut() {
@@ -773,6 +791,7 @@ pub fn run(st: &Setup, base: &Baseline, n: usize) -> Result<Trial> {
     if t.hung || !torn_down || stop_requested() {
         return Ok(t);
     }
+    plan.phase("recovering (relaunch with --resume)");
     recover(&plan, base, &mut t, gone_t, inject_t)?;
     if t.problems.is_empty() {
         t.outcome = "recovered".into();
