@@ -26,18 +26,21 @@
 //! `stdout.log`/`stderr.log`, then `report.md` and `report.html`.
 use crate::card::{split_launch, Card, PHASES};
 use crate::error::Outcome;
+use crate::process::{self, Launcher};
+use crate::progress::Live;
 use crate::report::verdict;
 use crate::results::acceptance::{AcceptanceRecord, JobRecord, JobStatus, SCHEMA_VERSION};
 use crate::results::utc_stamp;
 use crate::results::{create_out_dir, write_json_atomic};
+use crate::topology::file::Topology;
 use crate::watchdog::unix_seconds;
 use anyhow::{anyhow, bail, Context, Result};
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 #[derive(clap::Args, Debug, serde::Serialize)]
 pub struct RunArgs {
@@ -61,68 +64,6 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-/// Set by SIGINT/SIGTERM: stop the current job, write the report, exit 2.
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() {
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-    unsafe {
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-    }
-}
-
-/// Every descendant of `pid`, found through /proc's parent links.
-pub fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent_of: Vec<(u32, u32)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-                continue;
-            };
-            // pid (comm) state ppid …: comm may hold spaces, so split after ')'.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                continue;
-            };
-            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok()) {
-                parent_of.push((p, ppid));
-            }
-        }
-    }
-    let mut out = vec![];
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for &(c, pp) in &parent_of {
-            if pp == p && !out.contains(&c) {
-                out.push(c);
-                frontier.push(c);
-            }
-        }
-    }
-    out
-}
-
-/// Signal a job: its process group and every descendant (mpirun puts ranks in groups
-/// of their own).
-fn signal_tree(pid: u32, sig: libc::c_int) {
-    let tree = descendants(pid);
-    // SAFETY: kill(2) on the process group we created for our own child and on its
-    // descendants found a moment ago.
-    unsafe {
-        libc::kill(-(pid as libc::pid_t), sig);
-        for p in tree {
-            libc::kill(p as libc::pid_t, sig);
-        }
-    }
-}
-
 /// How a supervised child ended.
 struct Ended {
     code: Option<i32>,
@@ -131,87 +72,67 @@ struct Ended {
     interrupted: bool,
 }
 
+/// SIGTERM to a job that passed its bound (or was interrupted), then this long before
+/// SIGKILL.
+const JOB_GRACE: Duration = Duration::from_secs(5);
+
+/// A sink of a job's output: each line to `log` and, unless `quiet`, to the terminal
+/// (stderr lines to stderr, around the live line). Reading stops at a line that is
+/// not UTF-8.
+fn echo(log: PathBuf, to_err: bool, quiet: bool, live: Live) -> process::Sink {
+    let mut log = std::fs::File::create(&log).ok();
+    Box::new(move |buf: &[u8]| {
+        let Ok(text) = std::str::from_utf8(buf) else {
+            return ControlFlow::Break(());
+        };
+        let line = text.strip_suffix('\n').unwrap_or(text);
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if let Some(f) = &mut log {
+            let _ = writeln!(f, "{line}");
+        }
+        if !quiet {
+            live.suspend(|| {
+                if to_err {
+                    eprintln!("{line}");
+                } else {
+                    println!("{line}");
+                }
+            });
+        }
+        ControlFlow::Continue(())
+    })
+}
+
 /// Run `argv` in its own process group, its output copied line by line to the
-/// terminal and to `log_dir/{stdout,stderr}.log`, bounded by `limit`.
+/// terminal and to `log_dir/{stdout,stderr}.log`, bounded by `limit` (SIGTERM to its
+/// group and tree, [`JOB_GRACE`], SIGKILL); an interruption ends it the same way. On
+/// a terminal a live line names the job (its folder's name) while it runs.
 fn supervise(argv: &[String], log_dir: &Path, limit: Duration, quiet: bool) -> Result<Ended> {
     let (prog, args) = argv.split_first().ok_or_else(|| anyhow!("empty command"))?;
+    let name = log_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let live = Live::start(format!(
+        "{name}: running (bound {:.0} s)",
+        limit.as_secs_f64()
+    ));
     let mut cmd = Command::new(prog);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("cannot start {prog}"))?;
-    let pipe = |r: Box<dyn std::io::Read + Send>, file: PathBuf, to_err: bool| {
-        std::thread::spawn(move || {
-            let mut log = std::fs::File::create(&file).ok();
-            for line in BufReader::new(r).lines() {
-                let Ok(line) = line else { break };
-                if let Some(f) = &mut log {
-                    let _ = writeln!(f, "{line}");
-                }
-                if !quiet {
-                    if to_err {
-                        eprintln!("{line}");
-                    } else {
-                        println!("{line}");
-                    }
-                }
-            }
-        })
-    };
-    let out = child
-        .stdout
-        .take()
-        .map(|o| pipe(Box::new(o), log_dir.join("stdout.log"), false));
-    let err = child
-        .stderr
-        .take()
-        .map(|e| pipe(Box::new(e), log_dir.join("stderr.log"), true));
-    let start = Instant::now();
-    let (mut timed_out, mut interrupted) = (false, false);
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        let expired = start.elapsed() > limit;
-        let stop = INTERRUPTED.load(Ordering::SeqCst);
-        if expired || stop {
-            timed_out = expired;
-            interrupted = stop;
-            signal_tree(child.id(), libc::SIGTERM);
-            let grace = Instant::now();
-            let st = loop {
-                if let Some(st) = child.try_wait()? {
-                    break Some(st);
-                }
-                if grace.elapsed() > Duration::from_secs(5) {
-                    break None;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            };
-            match st {
-                Some(st) => break st,
-                None => {
-                    signal_tree(child.id(), libc::SIGKILL);
-                    break child.wait()?;
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    // Whatever the job left running (daemons that outlived it) goes too.
-    signal_tree(child.id(), libc::SIGKILL);
-    for t in [out, err].into_iter().flatten() {
-        let _ = t.join();
-    }
+    cmd.args(args);
+    let mut job = Launcher::spawn(
+        cmd,
+        echo(log_dir.join("stdout.log"), false, quiet, live.clone()),
+        echo(log_dir.join("stderr.log"), true, quiet, live.clone()),
+    )
+    .with_context(|| format!("cannot start {prog}"))?;
+    let ended = job.wait_bounded(limit, JOB_GRACE, process::stop_requested)?;
+    job.join_readers(None);
+    live.finish();
     Ok(Ended {
-        code: status.code(),
-        signal: status.signal(),
-        timed_out,
-        interrupted,
+        code: ended.status.code(),
+        signal: ended.status.signal(),
+        timed_out: ended.timed_out,
+        interrupted: ended.interrupted,
     })
 }
 
@@ -563,129 +484,174 @@ fn chaos_argv(card: &Card, burnin: &str, launch: &[String], dir: &Path) -> Vec<S
 /// `burnin run`.
 pub fn run(args: &RunArgs) -> Result<Outcome> {
     let card = Card::load(&args.card)?;
-    let topo_path = card.topology_path(&args.card).map(|p| absolute(&p));
-    let topology = card.load_topology(&args.card)?;
-    let launch_text = args
-        .launch
-        .clone()
-        .or_else(|| card.launch.clone())
-        .ok_or_else(|| {
-            anyhow!(
-                "--launch: {} names no launcher; pass one, e.g. --launch 'mpirun -np 8 --hostfile hosts'",
-                args.card.display()
-            )
-        })?;
-    let launch = split_launch(&launch_text).map_err(|e| anyhow!("--launch: {e}"))?;
-    let phases = select_phases(&card, args.phases.as_deref())?;
-    let started = unix_seconds(SystemTime::now());
-    let out = absolute(&args.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!("{}-{}", utc_stamp(started), card.name))
-    }));
-    if out.join("acceptance.json").exists() {
-        bail!(
-            "--out: {} already holds an acceptance run; give another folder",
-            out.display()
-        );
-    }
-    create_out_dir(&out, "--out")?;
-    let burnin = std::env::current_exe()
-        .context("cannot find this burnin binary")?
-        .display()
-        .to_string();
-    let mut global: Vec<String> = Vec::new();
-    if let Some(b) = &card.backend {
-        global.extend(["--backend".into(), b.clone()]);
-    }
-    if let Some(t) = card.step_timeout_s {
-        global.extend(["-T".into(), t.to_string()]);
-    }
-    if let Ok(text) = std::fs::read_to_string(&args.card) {
-        let _ = std::fs::write(out.join("card.toml"), text);
-    }
-    let record = AcceptanceRecord {
-        schema_version: SCHEMA_VERSION,
-        kind: "acceptance".into(),
-        card: card.clone(),
-        card_path: path_text(&args.card),
-        topology,
-        launch: launch.clone(),
-        burnin: burnin.clone(),
-        burnin_version: env!("CARGO_PKG_VERSION").into(),
-        argv: std::env::args().collect(),
-        launch_host: hostname(),
-        phases_selected: phases.clone(),
-        started_unix: started,
-        finished_unix: None,
-        jobs: Vec::new(),
-        criteria: Vec::new(),
-        comm_efficiency: None,
-        outcome: None,
-    };
-    let mut r = Runner {
-        out: out.clone(),
-        launch,
-        burnin,
-        global,
-        quiet: args.quiet,
-        record,
-    };
+    let plan = Plan::new(args, &card)?;
+    let mut r = Runner::new(args, &card, &plan)?;
     r.save()?;
-    install_signal_handlers();
+    process::catch_stop();
     println!(
         "# burnin run: card {} ({}), phases {}, results {}",
         card.name,
         args.card.display(),
-        phases.join(","),
-        out.display()
+        plan.phases.join(","),
+        plan.out.display()
     );
-    for phase in &phases {
-        if INTERRUPTED.load(Ordering::SeqCst) {
+    for phase in &plan.phases {
+        if process::stop_requested() {
             break;
         }
-        match phase.as_str() {
-            "probe" => {
-                let t = secs(card.probe.as_ref().and_then(|p| p.timeout_s), 300.0);
-                let dir = out.join("probe");
-                let argv = r.under_launcher(&[
-                    "probe".into(),
-                    "--json".into(),
-                    path_text(&dir.join("probe.json")),
-                ]);
-                r.job("probe", "probe", argv, t)?;
-            }
-            "sweep" => {
-                let t = secs(card.sweep.as_ref().and_then(|s| s.timeout_s), 1800.0);
-                let argv =
-                    r.under_launcher(&sweep_args(&card, topo_path.as_deref(), &out.join("sweep")));
-                r.job("sweep", "sweep", argv, t)?;
-            }
-            "train" => run_train(&mut r, &card)?,
-            "chaos" => {
-                if !has_chaos(&r.burnin) {
-                    r.not_run(
-                        "chaos",
-                        "chaos",
-                        JobStatus::NotAvailable,
-                        "this burnin has no `chaos` command; its criteria are not run".into(),
-                    )?;
-                    continue;
-                }
-                let t = secs(card.chaos.as_ref().and_then(|c| c.timeout_s), 1800.0);
-                let argv = chaos_argv(&card, &r.burnin, &r.launch, &out.join("chaos"));
-                r.job("chaos", "chaos", argv, t)?;
-                if !card.chaos.as_ref().is_some_and(|c| c.keep_checkpoints) {
-                    for d in checkpoint_dirs(&out.join("chaos"), 4) {
-                        remove_checkpoints(&d);
-                    }
-                }
-            }
-            _ => {}
-        }
+        run_phase(&mut r, &card, phase, plan.topo_path.as_deref())?;
     }
-    let interrupted = INTERRUPTED.load(Ordering::SeqCst);
+    let interrupted = process::stop_requested();
+    finish(&mut r, interrupted)
+}
+
+/// What the command line and the card fix before anything runs.
+struct Plan {
+    topo_path: Option<PathBuf>,
+    topology: Option<Topology>,
+    launch: Vec<String>,
+    phases: Vec<String>,
+    started: f64,
+    out: PathBuf,
+}
+
+impl Plan {
+    /// The topology, launcher, phases and results folder (created, and refused if it
+    /// holds an acceptance run already).
+    fn new(args: &RunArgs, card: &Card) -> Result<Plan> {
+        let topo_path = card.topology_path(&args.card).map(|p| absolute(&p));
+        let topology = card.load_topology(&args.card)?;
+        let launch_text = args
+            .launch
+            .clone()
+            .or_else(|| card.launch.clone())
+            .ok_or_else(|| {
+                anyhow!(
+                    "--launch: {} names no launcher; pass one, e.g. --launch 'mpirun -np 8 --hostfile hosts'",
+                    args.card.display()
+                )
+            })?;
+        let launch = split_launch(&launch_text).map_err(|e| anyhow!("--launch: {e}"))?;
+        let phases = select_phases(card, args.phases.as_deref())?;
+        let started = unix_seconds(SystemTime::now());
+        let out = absolute(&args.out.clone().unwrap_or_else(|| {
+            PathBuf::from("results").join(format!("{}-{}", utc_stamp(started), card.name))
+        }));
+        if out.join("acceptance.json").exists() {
+            bail!(
+                "--out: {} already holds an acceptance run; give another folder",
+                out.display()
+            );
+        }
+        create_out_dir(&out, "--out")?;
+        Ok(Plan {
+            topo_path,
+            topology,
+            launch,
+            phases,
+            started,
+            out,
+        })
+    }
+}
+
+impl Runner {
+    /// This burnin, the card's global flags, a copy of the card in the folder, and the
+    /// record with no job yet.
+    fn new(args: &RunArgs, card: &Card, plan: &Plan) -> Result<Runner> {
+        let burnin = std::env::current_exe()
+            .context("cannot find this burnin binary")?
+            .display()
+            .to_string();
+        let mut global: Vec<String> = Vec::new();
+        if let Some(b) = &card.backend {
+            global.extend(["--backend".into(), b.clone()]);
+        }
+        if let Some(t) = card.step_timeout_s {
+            global.extend(["-T".into(), t.to_string()]);
+        }
+        if let Ok(text) = std::fs::read_to_string(&args.card) {
+            let _ = std::fs::write(plan.out.join("card.toml"), text);
+        }
+        let record = AcceptanceRecord {
+            schema_version: SCHEMA_VERSION,
+            kind: "acceptance".into(),
+            card: card.clone(),
+            card_path: path_text(&args.card),
+            topology: plan.topology.clone(),
+            launch: plan.launch.clone(),
+            burnin: burnin.clone(),
+            burnin_version: env!("CARGO_PKG_VERSION").into(),
+            argv: std::env::args().collect(),
+            launch_host: hostname(),
+            phases_selected: plan.phases.clone(),
+            started_unix: plan.started,
+            finished_unix: None,
+            jobs: Vec::new(),
+            criteria: Vec::new(),
+            comm_efficiency: None,
+            outcome: None,
+        };
+        Ok(Runner {
+            out: plan.out.clone(),
+            launch: plan.launch.clone(),
+            burnin,
+            global,
+            quiet: args.quiet,
+            record,
+        })
+    }
+}
+
+/// Run one phase's job(s).
+fn run_phase(r: &mut Runner, card: &Card, phase: &str, topo_path: Option<&Path>) -> Result<()> {
+    let out = r.out.clone();
+    match phase {
+        "probe" => {
+            let t = secs(card.probe.as_ref().and_then(|p| p.timeout_s), 300.0);
+            let dir = out.join("probe");
+            let argv = r.under_launcher(&[
+                "probe".into(),
+                "--json".into(),
+                path_text(&dir.join("probe.json")),
+            ]);
+            r.job("probe", "probe", argv, t)?;
+        }
+        "sweep" => {
+            let t = secs(card.sweep.as_ref().and_then(|s| s.timeout_s), 1800.0);
+            let argv = r.under_launcher(&sweep_args(card, topo_path, &out.join("sweep")));
+            r.job("sweep", "sweep", argv, t)?;
+        }
+        "train" => run_train(r, card)?,
+        "chaos" => {
+            if !has_chaos(&r.burnin) {
+                return r.not_run(
+                    "chaos",
+                    "chaos",
+                    JobStatus::NotAvailable,
+                    "this burnin has no `chaos` command; its criteria are not run".into(),
+                );
+            }
+            let t = secs(card.chaos.as_ref().and_then(|c| c.timeout_s), 1800.0);
+            let argv = chaos_argv(card, &r.burnin, &r.launch, &out.join("chaos"));
+            r.job("chaos", "chaos", argv, t)?;
+            if !card.chaos.as_ref().is_some_and(|c| c.keep_checkpoints) {
+                for d in checkpoint_dirs(&out.join("chaos"), 4) {
+                    remove_checkpoints(&d);
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// After the last job: judge and report from the JSON on disk (exactly what `burnin
+/// report` will see), print the verdict.
+fn finish(r: &mut Runner, interrupted: bool) -> Result<Outcome> {
+    let out = r.out.clone();
     r.record.finished_unix = Some(unix_seconds(SystemTime::now()));
     r.save()?;
-    // Judge and report from the JSON on disk: exactly what `burnin report` will see.
     let data = crate::report::data::RunData::load(&out)?;
     let criteria = verdict::judge(&data);
     let pass = crate::results::acceptance::passed(&criteria);
@@ -831,6 +797,7 @@ fn hostname() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn phases_narrow_in_card_order() {

@@ -51,61 +51,34 @@ pub fn set_rank(rank: usize) {
     RANK.store(rank, std::sync::atomic::Ordering::Relaxed);
 }
 
-fn signal_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset/sigaddset initialise and fill a local sigset_t.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        set
-    }
-}
-
 /// Block SIGINT/SIGTERM in this (the main) thread — and so in every thread started
 /// later — and start the thread that waits for them. Call first thing in `main`.
 pub fn install() {
-    let set = signal_set();
-    // SAFETY: pthread_sigmask with a valid set on the calling thread.
-    let rc = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    if rc != 0 {
-        return; // signals keep their default action: still an exit, without a summary
-    }
-    let spawned = std::thread::Builder::new()
-        .name("burnin-signals".into())
-        .spawn(move || {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: sigwait on a valid set with a valid out-pointer.
-            let rc = unsafe { libc::sigwait(&set, &mut sig) };
-            if rc != 0 {
-                return;
-            }
-            let name = if sig == libc::SIGINT {
-                "SIGINT"
+    // Where the signals cannot be taken they keep their default action: still an
+    // exit, without a summary.
+    crate::process::take_stop_in_thread("burnin-signals", |sig| {
+        let name = if sig == libc::SIGINT {
+            "SIGINT"
+        } else {
+            "SIGTERM"
+        };
+        if RANK.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+            let progress = PROGRESS.lock().map(|p| p.clone()).unwrap_or_default();
+            let what = if progress.is_empty() {
+                "nothing measured yet".to_string()
             } else {
-                "SIGTERM"
+                progress
             };
-            if RANK.load(std::sync::atomic::Ordering::Relaxed) == 0 {
-                let progress = PROGRESS.lock().map(|p| p.clone()).unwrap_or_default();
-                let what = if progress.is_empty() {
-                    "nothing measured yet".to_string()
-                } else {
-                    progress
-                };
-                // One write(2): mpirun SIGKILLs ranks soon after forwarding the
-                // signal, and eprintln! writes each piece of its format separately,
-                // so a kill between pieces left "interrupted by " alone (seen in CI).
-                let line = format!("burnin: interrupted by {name}: {what}\n");
-                // SAFETY: write(2) of a valid buffer to fd 2.
-                unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
-                write_note(&line);
-            }
-            // SAFETY: _exit ends the process without unwinding; the main thread may be
-            // blocked in MPI and must not run destructors (MPI_Finalize would hang).
-            unsafe { libc::_exit(128 + sig) }
-        });
-    if spawned.is_err() {
-        // SAFETY: undo the mask so the default action still ends the process.
-        unsafe { libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) };
-    }
+            // One write(2): mpirun SIGKILLs ranks soon after forwarding the signal,
+            // and eprintln! writes each piece of its format separately, so a kill
+            // between pieces left "interrupted by " alone (seen in CI).
+            let line = format!("burnin: interrupted by {name}: {what}\n");
+            // SAFETY: write(2) of a valid buffer to fd 2.
+            unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+            write_note(&line);
+        }
+        // The main thread may be blocked in MPI and must not run destructors
+        // (MPI_Finalize would hang).
+        crate::process::exit_now(128 + sig)
+    });
 }

@@ -19,6 +19,8 @@ pub mod kinds;
 pub mod mpi_log;
 pub mod nccl_log;
 pub mod probe;
+pub mod process;
+pub mod progress;
 pub mod report;
 pub mod results;
 pub mod smoke;

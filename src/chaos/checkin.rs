@@ -24,8 +24,8 @@
 //! (n−1 of them into rank 0), negligible next to a gradient all-reduce, and it runs on
 //! a duplicated communicator, so it never matches another message.
 //!
-//! All of burnin's chaos `unsafe` is in [`CheckIn::check_in`]; its invariants are
-//! written there.
+//! The check-in's `unsafe` is in this file (`CheckIn`'s rounds and the MPI calls they
+//! make); its invariants are written there.
 use crate::kinds::Node;
 use mpi::ffi;
 use mpi::raw::AsRaw;
@@ -98,142 +98,184 @@ impl CheckIn {
             return Ok(Duration::ZERO);
         }
         let t0 = Instant::now();
-        let comm = self.comm.as_raw();
+        let mpi = Raw::new(self.comm.as_raw());
+        let round = if self.rank == 0 {
+            self.gather(&mpi, step, t0, deadline)
+                .and_then(|()| self.release(&mpi, step, t0, deadline))
+        } else {
+            self.arrive(&mpi, step, t0, super::deadline::follower(deadline))
+        };
+        match round {
+            Ok(()) => Ok(t0.elapsed()),
+            Err(stall) => {
+                self.broken = Some(stall.clone());
+                Err(stall)
+            }
+        }
+    }
+
+    /// Rank 0: wait until every rank arrived, or name the ranks that did not.
+    fn gather(&mut self, mpi: &Raw, step: u64, t0: Instant, limit: Duration) -> Result<(), Stall> {
+        let n = self.size;
+        let reqs = self.requests.as_mut_ptr();
+        for r in 1..n {
+            mpi.post(false, &mut self.inbox[r], r, TAG_ARRIVE, unsafe {
+                reqs.add(r)
+            });
+        }
+        let mut arrived = vec![false; n];
+        arrived[0] = true;
+        let mut poll = Poll::new();
+        loop {
+            for (r, got) in arrived.iter_mut().enumerate().skip(1) {
+                // SAFETY: r < n <= requests.len() / 2.
+                if !*got && mpi.test(unsafe { reqs.add(r) }) {
+                    *got = true;
+                    self.last_seen[r] = Some(self.inbox[r]);
+                }
+            }
+            if arrived.iter().all(|&a| a) {
+                return Ok(());
+            }
+            if t0.elapsed() >= limit {
+                let missing: Vec<usize> = (0..n).filter(|&r| !arrived[r]).collect();
+                return Err(Stall {
+                    step,
+                    waited: t0.elapsed(),
+                    last_seen: missing.iter().map(|&r| self.last_seen[r]).collect(),
+                    missing,
+                    from_root: true,
+                });
+            }
+            poll.wait();
+        }
+    }
+
+    /// Rank 0, once all arrived: release every rank.
+    fn release(&mut self, mpi: &Raw, step: u64, t0: Instant, limit: Duration) -> Result<(), Stall> {
+        let n = self.size;
+        let reqs = self.requests.as_mut_ptr();
+        for r in 1..n {
+            self.outbox[r] = step;
+            mpi.post(true, &mut self.outbox[r], r, TAG_RELEASE, unsafe {
+                reqs.add(n + r)
+            });
+        }
+        let mut poll = Poll::new();
+        loop {
+            // An eager 8-byte send completes locally; bound it all the same.
+            let pending = (1..n)
+                .filter(|&r| !mpi.test(unsafe { reqs.add(n + r) }))
+                .count();
+            if pending == 0 {
+                return Ok(());
+            }
+            if t0.elapsed() >= limit {
+                return Err(Stall {
+                    step,
+                    waited: t0.elapsed(),
+                    missing: Vec::new(),
+                    from_root: true,
+                    last_seen: Vec::new(),
+                });
+            }
+            poll.wait();
+        }
+    }
+
+    /// Every other rank: arrive at rank 0 and wait for its release.
+    fn arrive(&mut self, mpi: &Raw, step: u64, t0: Instant, limit: Duration) -> Result<(), Stall> {
+        let reqs = self.requests.as_mut_ptr();
+        self.outbox[0] = step;
+        mpi.post(true, &mut self.outbox[0], 0, TAG_ARRIVE, reqs);
+        mpi.post(false, &mut self.inbox[0], 0, TAG_RELEASE, unsafe {
+            reqs.add(1)
+        });
+        let (mut sent, mut released) = (false, false);
+        let mut poll = Poll::new();
+        loop {
+            sent = sent || mpi.test(reqs);
+            released = released || mpi.test(unsafe { reqs.add(1) });
+            if sent && released {
+                return Ok(());
+            }
+            if t0.elapsed() >= limit {
+                return Err(Stall {
+                    step,
+                    waited: t0.elapsed(),
+                    missing: vec![0],
+                    from_root: false,
+                    last_seen: vec![None],
+                });
+            }
+            poll.wait();
+        }
+    }
+}
+
+/// The MPI calls of a check-in.
+///
+/// SAFETY (every MPI call of a check-in): each request slot is used for one operation
+/// at a time — posted by a round, then only tested until it completes (MPI resets it
+/// to MPI_REQUEST_NULL) or the check-in gives up, after which `broken` stops any
+/// further use. The buffers handed to MPI are one u64 each inside `inbox` and
+/// `outbox`, which are 'static (leaked) and not touched by Rust while their request is
+/// pending: `outbox[r]` is written before its Isend is posted and `inbox[r]` is read
+/// only after its request completed. Counts are 1 element of MPI_UINT64_T; ranks are
+/// < size of `comm`, a live communicator owned by the `CheckIn`.
+struct Raw {
+    comm: ffi::MPI_Comm,
+    u64_t: ffi::MPI_Datatype,
+    ignore: *mut ffi::MPI_Status,
+}
+
+impl Raw {
+    fn new(comm: ffi::MPI_Comm) -> Raw {
         // SAFETY: reading rsmpi's extern constants, initialised by the C library.
         let (u64_t, ignore) = unsafe { (ffi::RSMPI_UINT64_T, ffi::RSMPI_STATUS_IGNORE) };
-        // SAFETY (every MPI call below): each request slot is used for one operation at
-        // a time — posted here, then only tested until it completes (MPI resets it to
-        // MPI_REQUEST_NULL) or the check-in gives up, after which `broken` stops any
-        // further use. The buffers handed to MPI are one u64 each inside `inbox` and
-        // `outbox`, which are 'static (leaked) and not touched by Rust while their
-        // request is pending: `outbox[r]` is written before its Isend is posted and
-        // `inbox[r]` is read only after its request completed. Counts are 1 element of
-        // MPI_UINT64_T; ranks are < size of `comm`, a live communicator owned by self.
-        let post = |isend: bool,
-                    buf: *mut u64,
-                    peer: usize,
-                    tag: i32,
-                    req: *mut ffi::MPI_Request| unsafe {
+        Raw {
+            comm,
+            u64_t,
+            ignore,
+        }
+    }
+
+    /// Post a send (`isend`) or a receive of the u64 at `buf` into slot `req`.
+    fn post(&self, isend: bool, buf: *mut u64, peer: usize, tag: i32, req: *mut ffi::MPI_Request) {
+        // SAFETY: see the type's comment.
+        unsafe {
             if isend {
                 ffi::MPI_Isend(
                     buf.cast::<c_void>().cast_const(),
                     1,
-                    u64_t,
+                    self.u64_t,
                     peer as i32,
                     tag,
-                    comm,
+                    self.comm,
                     req,
-                )
+                );
             } else {
-                ffi::MPI_Irecv(buf.cast::<c_void>(), 1, u64_t, peer as i32, tag, comm, req)
-            }
-        };
-        let test = |req: *mut ffi::MPI_Request| -> bool {
-            let mut flag: i32 = 0;
-            // SAFETY: see above; `req` is a slot of `requests`.
-            unsafe {
-                ffi::MPI_Test(req, &mut flag, ignore);
-            }
-            flag != 0
-        };
-        let n = self.size;
-        let limit = if self.rank == 0 {
-            deadline
-        } else {
-            super::deadline::follower(deadline)
-        };
-        let reqs = self.requests.as_mut_ptr();
-        if self.rank == 0 {
-            for r in 1..n {
-                post(false, &mut self.inbox[r], r, TAG_ARRIVE, unsafe {
-                    reqs.add(r)
-                });
-            }
-            let mut arrived = vec![false; n];
-            arrived[0] = true;
-            let mut poll = Poll::new();
-            loop {
-                for (r, got) in arrived.iter_mut().enumerate().skip(1) {
-                    // SAFETY: r < n <= requests.len() / 2.
-                    if !*got && test(unsafe { reqs.add(r) }) {
-                        *got = true;
-                        self.last_seen[r] = Some(self.inbox[r]);
-                    }
-                }
-                if arrived.iter().all(|&a| a) {
-                    break;
-                }
-                if t0.elapsed() >= limit {
-                    let missing: Vec<usize> = (0..n).filter(|&r| !arrived[r]).collect();
-                    let stall = Stall {
-                        step,
-                        waited: t0.elapsed(),
-                        last_seen: missing.iter().map(|&r| self.last_seen[r]).collect(),
-                        missing,
-                        from_root: true,
-                    };
-                    self.broken = Some(stall.clone());
-                    return Err(stall);
-                }
-                poll.wait();
-            }
-            for r in 1..n {
-                self.outbox[r] = step;
-                post(true, &mut self.outbox[r], r, TAG_RELEASE, unsafe {
-                    reqs.add(n + r)
-                });
-            }
-            let mut poll = Poll::new();
-            loop {
-                // An eager 8-byte send completes locally; bound it all the same.
-                let pending = (1..n)
-                    .filter(|&r| !test(unsafe { reqs.add(n + r) }))
-                    .count();
-                if pending == 0 {
-                    break;
-                }
-                if t0.elapsed() >= limit {
-                    let stall = Stall {
-                        step,
-                        waited: t0.elapsed(),
-                        missing: Vec::new(),
-                        from_root: true,
-                        last_seen: Vec::new(),
-                    };
-                    self.broken = Some(stall.clone());
-                    return Err(stall);
-                }
-                poll.wait();
-            }
-        } else {
-            self.outbox[0] = step;
-            post(true, &mut self.outbox[0], 0, TAG_ARRIVE, reqs);
-            post(false, &mut self.inbox[0], 0, TAG_RELEASE, unsafe {
-                reqs.add(1)
-            });
-            let (mut sent, mut released) = (false, false);
-            let mut poll = Poll::new();
-            loop {
-                sent = sent || test(reqs);
-                released = released || test(unsafe { reqs.add(1) });
-                if sent && released {
-                    break;
-                }
-                if t0.elapsed() >= limit {
-                    let stall = Stall {
-                        step,
-                        waited: t0.elapsed(),
-                        missing: vec![0],
-                        from_root: false,
-                        last_seen: vec![None],
-                    };
-                    self.broken = Some(stall.clone());
-                    return Err(stall);
-                }
-                poll.wait();
+                ffi::MPI_Irecv(
+                    buf.cast::<c_void>(),
+                    1,
+                    self.u64_t,
+                    peer as i32,
+                    tag,
+                    self.comm,
+                    req,
+                );
             }
         }
-        Ok(t0.elapsed())
+    }
+
+    /// Whether the request in slot `req` (of `requests`) completed.
+    fn test(&self, req: *mut ffi::MPI_Request) -> bool {
+        let mut flag: i32 = 0;
+        // SAFETY: see the type's comment.
+        unsafe {
+            ffi::MPI_Test(req, &mut flag, self.ignore);
+        }
+        flag != 0
     }
 }
 

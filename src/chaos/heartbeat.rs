@@ -296,7 +296,8 @@ impl Drop for Heartbeat {
     }
 }
 
-/// The heartbeat thread.
+/// The heartbeat thread: listen, send a beat every [`PERIOD`], report peers newly
+/// silent, every [`TICK`]; on a normal end, say goodbye and release the requests.
 fn beat(
     comm: RawComm,
     rank: usize,
@@ -306,152 +307,247 @@ fn beat(
     stop: Arc<AtomicBool>,
     on_silent: OnSilent,
 ) {
-    let comm = comm.0;
-    // SAFETY: reading rsmpi's extern constants, initialised by the C library.
-    let (u64_t, null, ignore) = unsafe {
-        (
-            ffi::RSMPI_UINT64_T,
-            ffi::RSMPI_REQUEST_NULL,
-            ffi::RSMPI_STATUS_IGNORE,
-        )
-    };
-    let peers: Vec<usize> = if rank == 0 {
-        (1..size).collect()
-    } else {
-        vec![0]
-    };
-    let (tag_in, tag_out) = if rank == 0 {
-        (TAG_UP, TAG_DOWN)
-    } else {
-        (TAG_DOWN, TAG_UP)
-    };
-    // Buffers and requests MPI uses while a request is pending; leaked so they outlive
-    // any request left pending when the thread stops (a peer that is gone).
-    let inbox: &'static mut [u64] = Box::leak(vec![0u64; size].into_boxed_slice());
-    let outbox: &'static mut [u64] = Box::leak(vec![0u64; size].into_boxed_slice());
-    let rreq: &'static mut [ffi::MPI_Request] = Box::leak(vec![null; size].into_boxed_slice());
-    let sreq: &'static mut [ffi::MPI_Request] = Box::leak(vec![null; size].into_boxed_slice());
-    // SAFETY (every MPI call of this thread): MPI runs with MPI_THREAD_MULTIPLE;
-    // `comm` is a live communicator used by this thread only (its owner frees it only
-    // after this thread ended). Each request slot holds one operation at a time: a slot
-    // is posted only when it is MPI_REQUEST_NULL (never posted, or completed: MPI_Test
-    // resets it). Buffers are one u64 of the leaked `inbox`/`outbox`; `outbox[p]` is
-    // written only while its send slot is null, `inbox[p]` read only after its receive
-    // completed. Peers are ranks of `comm`.
-    let test = |req: &mut ffi::MPI_Request| -> bool {
-        let mut flag = 0;
-        unsafe {
-            ffi::MPI_Test(req, &mut flag, ignore);
-        }
-        flag != 0
-    };
-    let post_recv = |p: usize, buf: &mut u64, req: &mut ffi::MPI_Request| unsafe {
-        ffi::MPI_Irecv(
-            (buf as *mut u64).cast::<c_void>(),
-            1,
-            u64_t,
-            p as i32,
-            tag_in,
-            comm,
-            req,
-        );
-    };
-    let post_send = |p: usize, buf: &u64, req: &mut ffi::MPI_Request| unsafe {
-        ffi::MPI_Isend(
-            (buf as *const u64).cast::<c_void>(),
-            1,
-            u64_t,
-            p as i32,
-            tag_out,
-            comm,
-            req,
-        );
-    };
-    for &p in &peers {
-        post_recv(p, &mut inbox[p], &mut rreq[p]);
-    }
-    let started = Instant::now();
-    let mut heard_at: Vec<Option<Instant>> = vec![None; size];
-    let mut done = vec![false; size];
-    let mut reported = vec![false; size];
+    let mut wire = Wire::open(comm.0, rank, size);
+    let mut ears = Ears::new(size);
     let mut last_sent: Option<Instant> = None;
     while !stop.load(Ordering::SeqCst) {
-        for &p in &peers {
-            if rreq[p] != null && test(&mut rreq[p]) {
-                let now = Instant::now();
-                heard_at[p] = Some(now);
-                reported[p] = false;
-                done[p] = inbox[p] == BYE;
-                if let Ok(mut h) = heard.lock() {
-                    h.last[p] = Some((now, inbox[p]));
-                    h.done[p] = done[p];
-                }
-                if !done[p] {
-                    post_recv(p, &mut inbox[p], &mut rreq[p]);
-                }
-            }
-            if sreq[p] != null {
-                test(&mut sreq[p]);
-            }
-        }
+        wire.listen(&mut ears, &heard);
         if last_sent.is_none_or_elapsed(PERIOD) {
             last_sent = Some(Instant::now());
-            let now_step = step.load(Ordering::Relaxed);
-            for &p in &peers {
-                if sreq[p] == null {
-                    outbox[p] = now_step;
-                    post_send(p, &outbox[p], &mut sreq[p]);
-                }
-            }
+            wire.send_all(step.load(Ordering::Relaxed));
         }
-        // Once one peer is silent for REPORT_AFTER, report it with every other peer
-        // silent for SILENT already (a cut node's ranks together, not one by one).
-        let silent: Vec<(usize, Duration)> = peers
-            .iter()
-            .filter(|&&p| !done[p] && !reported[p])
-            .map(|&p| (p, heard_at[p].unwrap_or(started).elapsed()))
-            .filter(|(_, age)| *age >= SILENT)
-            .collect();
-        if silent.iter().any(|(_, age)| *age >= REPORT_AFTER) {
-            let ranks: Vec<usize> = silent.iter().map(|x| x.0).collect();
-            for &p in &ranks {
-                reported[p] = true;
-            }
-            let least = silent.iter().map(|x| x.1).min().unwrap_or_default();
+        if let Some((ranks, least)) = ears.newly_silent(&wire.peers) {
             on_silent(&ranks, least);
         }
         std::thread::sleep(TICK);
     }
-    // A normal end: say goodbye (so that peers do not report this rank silent), then
-    // leave nothing MPI could still write into: cancel the receives, let the sends
-    // finish (eager, 8 bytes) on their own.
-    let t = Instant::now();
-    for &p in &peers {
-        while sreq[p] != null && !test(&mut sreq[p]) && t.elapsed() < Duration::from_millis(500) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        if sreq[p] == null {
-            outbox[p] = BYE;
-            post_send(p, &outbox[p], &mut sreq[p]);
+    wire.close();
+}
+
+/// What the heartbeat thread knows of its peers' silence.
+struct Ears {
+    started: Instant,
+    heard_at: Vec<Option<Instant>>,
+    /// Peers that said goodbye.
+    done: Vec<bool>,
+    /// Peers reported silent since last heard.
+    reported: Vec<bool>,
+}
+
+impl Ears {
+    fn new(size: usize) -> Ears {
+        Ears {
+            started: Instant::now(),
+            heard_at: vec![None; size],
+            done: vec![false; size],
+            reported: vec![false; size],
         }
     }
-    while peers
-        .iter()
-        .any(|&p| sreq[p] != null && !test(&mut sreq[p]))
-        && t.elapsed() < Duration::from_millis(500)
-    {
-        std::thread::sleep(Duration::from_millis(5));
+
+    /// Once one peer is silent for REPORT_AFTER, report it with every other peer
+    /// silent for SILENT already (a cut node's ranks together, not one by one): the
+    /// ranks and the least silence among them, marked reported.
+    fn newly_silent(&mut self, peers: &[usize]) -> Option<(Vec<usize>, Duration)> {
+        let silent: Vec<(usize, Duration)> = peers
+            .iter()
+            .filter(|&&p| !self.done[p] && !self.reported[p])
+            .map(|&p| (p, self.heard_at[p].unwrap_or(self.started).elapsed()))
+            .filter(|(_, age)| *age >= SILENT)
+            .collect();
+        if !silent.iter().any(|(_, age)| *age >= REPORT_AFTER) {
+            return None;
+        }
+        let ranks: Vec<usize> = silent.iter().map(|x| x.0).collect();
+        for &p in &ranks {
+            self.reported[p] = true;
+        }
+        let least = silent.iter().map(|x| x.1).min().unwrap_or_default();
+        Some((ranks, least))
     }
-    for &p in &peers {
-        if rreq[p] != null {
-            unsafe {
-                ffi::MPI_Cancel(&mut rreq[p]);
-                ffi::MPI_Request_free(&mut rreq[p]);
+}
+
+/// The heartbeat thread's messages: its peers (rank 0: every other rank; the others:
+/// rank 0), and the buffers and requests MPI uses while a request is pending — leaked,
+/// so they outlive any request left pending when the thread stops (a peer that is
+/// gone).
+///
+/// SAFETY (every MPI call of this type): MPI runs with MPI_THREAD_MULTIPLE; `comm` is
+/// a live communicator used by the heartbeat thread only (its owner frees it only
+/// after this thread ended). Each request slot holds one operation at a time: a slot
+/// is posted only when it is MPI_REQUEST_NULL (never posted, or completed: MPI_Test
+/// resets it). Buffers are one u64 of the leaked `inbox`/`outbox`; `outbox[p]` is
+/// written only while its send slot is null, `inbox[p]` read only after its receive
+/// completed. Peers are ranks of `comm`.
+struct Wire {
+    comm: ffi::MPI_Comm,
+    u64_t: ffi::MPI_Datatype,
+    null: ffi::MPI_Request,
+    ignore: *mut ffi::MPI_Status,
+    peers: Vec<usize>,
+    tag_in: i32,
+    tag_out: i32,
+    inbox: &'static mut [u64],
+    outbox: &'static mut [u64],
+    rreq: &'static mut [ffi::MPI_Request],
+    sreq: &'static mut [ffi::MPI_Request],
+}
+
+impl Wire {
+    /// The peers' buffers, with a receive posted from each.
+    fn open(comm: ffi::MPI_Comm, rank: usize, size: usize) -> Wire {
+        // SAFETY: reading rsmpi's extern constants, initialised by the C library.
+        let (u64_t, null, ignore) = unsafe {
+            (
+                ffi::RSMPI_UINT64_T,
+                ffi::RSMPI_REQUEST_NULL,
+                ffi::RSMPI_STATUS_IGNORE,
+            )
+        };
+        let peers: Vec<usize> = if rank == 0 {
+            (1..size).collect()
+        } else {
+            vec![0]
+        };
+        let (tag_in, tag_out) = if rank == 0 {
+            (TAG_UP, TAG_DOWN)
+        } else {
+            (TAG_DOWN, TAG_UP)
+        };
+        let mut w = Wire {
+            comm,
+            u64_t,
+            null,
+            ignore,
+            peers,
+            tag_in,
+            tag_out,
+            inbox: Box::leak(vec![0u64; size].into_boxed_slice()),
+            outbox: Box::leak(vec![0u64; size].into_boxed_slice()),
+            rreq: Box::leak(vec![null; size].into_boxed_slice()),
+            sreq: Box::leak(vec![null; size].into_boxed_slice()),
+        };
+        for i in 0..w.peers.len() {
+            w.post_recv(w.peers[i]);
+        }
+        w
+    }
+
+    /// Whether the request completed (then MPI reset it to MPI_REQUEST_NULL).
+    fn test(ignore: *mut ffi::MPI_Status, req: &mut ffi::MPI_Request) -> bool {
+        let mut flag = 0;
+        // SAFETY: see the type's comment.
+        unsafe {
+            ffi::MPI_Test(req, &mut flag, ignore);
+        }
+        flag != 0
+    }
+
+    fn post_recv(&mut self, p: usize) {
+        let buf: &mut u64 = &mut self.inbox[p];
+        // SAFETY: see the type's comment; `rreq[p]` is null here.
+        unsafe {
+            ffi::MPI_Irecv(
+                (buf as *mut u64).cast::<c_void>(),
+                1,
+                self.u64_t,
+                p as i32,
+                self.tag_in,
+                self.comm,
+                &mut self.rreq[p],
+            );
+        }
+    }
+
+    fn post_send(&mut self, p: usize, value: u64) {
+        self.outbox[p] = value;
+        let buf: &u64 = &self.outbox[p];
+        // SAFETY: see the type's comment; `sreq[p]` is null here.
+        unsafe {
+            ffi::MPI_Isend(
+                (buf as *const u64).cast::<c_void>(),
+                1,
+                self.u64_t,
+                p as i32,
+                self.tag_out,
+                self.comm,
+                &mut self.sreq[p],
+            );
+        }
+    }
+
+    /// Take what arrived (noted in `ears` and `heard`, a receive posted again unless
+    /// it was a goodbye), and let finished sends go.
+    fn listen(&mut self, ears: &mut Ears, heard: &Mutex<Heard>) {
+        for i in 0..self.peers.len() {
+            let p = self.peers[i];
+            if self.rreq[p] != self.null && Wire::test(self.ignore, &mut self.rreq[p]) {
+                let now = Instant::now();
+                ears.heard_at[p] = Some(now);
+                ears.reported[p] = false;
+                ears.done[p] = self.inbox[p] == BYE;
+                if let Ok(mut h) = heard.lock() {
+                    h.last[p] = Some((now, self.inbox[p]));
+                    h.done[p] = ears.done[p];
+                }
+                if !ears.done[p] {
+                    self.post_recv(p);
+                }
+            }
+            if self.sreq[p] != self.null {
+                Wire::test(self.ignore, &mut self.sreq[p]);
             }
         }
-        if sreq[p] != null {
-            unsafe {
-                ffi::MPI_Request_free(&mut sreq[p]);
+    }
+
+    /// Send `step` to every peer whose previous beat has gone.
+    fn send_all(&mut self, step: u64) {
+        for i in 0..self.peers.len() {
+            let p = self.peers[i];
+            if self.sreq[p] == self.null {
+                self.post_send(p, step);
+            }
+        }
+    }
+
+    /// A normal end: say goodbye (so that peers do not report this rank silent), then
+    /// leave nothing MPI could still write into: cancel the receives, let the sends
+    /// finish (eager, 8 bytes) on their own.
+    fn close(mut self) {
+        let t = Instant::now();
+        let half_s = Duration::from_millis(500);
+        for i in 0..self.peers.len() {
+            let p = self.peers[i];
+            while self.sreq[p] != self.null
+                && !Wire::test(self.ignore, &mut self.sreq[p])
+                && t.elapsed() < half_s
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if self.sreq[p] == self.null {
+                self.post_send(p, BYE);
+            }
+        }
+        let (null, ignore) = (self.null, self.ignore);
+        while self
+            .peers
+            .iter()
+            .any(|&p| self.sreq[p] != null && !Wire::test(ignore, &mut self.sreq[p]))
+            && t.elapsed() < half_s
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for &p in &self.peers {
+            // SAFETY: see the type's comment; each slot is freed once.
+            if self.rreq[p] != null {
+                unsafe {
+                    ffi::MPI_Cancel(&mut self.rreq[p]);
+                    ffi::MPI_Request_free(&mut self.rreq[p]);
+                }
+            }
+            if self.sreq[p] != null {
+                unsafe {
+                    ffi::MPI_Request_free(&mut self.sreq[p]);
+                }
             }
         }
     }

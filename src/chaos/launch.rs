@@ -7,20 +7,20 @@
 //! grace period, SIGKILL — and a check that nothing is left.
 //!
 //! A process belongs to the job when it descends from the launcher, or when it
-//! descends from the supervisor (orphans are re-parented to it, see `proctree`) and
+//! descends from the supervisor (orphans are re-parented to it, see `process::tree`) and
 //! carries the job's token in its environment (`BURNIN_CHAOS_JOB`, inherited by every
 //! process the launcher starts on this host; `sim-cluster exec` passes `BURNIN_*` on).
 use super::events::unix_now;
-use super::proctree;
+use crate::process::{self, stop_requested, Launcher};
 pub use crate::results::chaos::Teardown;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A line the job printed.
@@ -54,12 +54,11 @@ pub fn describe_exit(st: &ExitStatus) -> String {
 }
 
 pub struct Job {
-    child: Child,
+    launcher: Launcher,
     pub pid: u32,
     pub spawned_unix: f64,
     spawned: Instant,
     lines: Arc<Mutex<Vec<Line>>>,
-    readers: Vec<JoinHandle<()>>,
     /// Every process ever seen under the supervisor while this job ran.
     pub seen: BTreeMap<u32, Seen>,
     /// The launcher's exit and when it was noticed.
@@ -75,47 +74,46 @@ pub const JOB_ENV: &str = "BURNIN_CHAOS_JOB";
 
 fn has_token(pid: u32, token: &str) -> bool {
     let want = format!("{JOB_ENV}={token}");
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .map(|env| env.split(|&b| b == 0).any(|kv| kv == want.as_bytes()))
-        .unwrap_or(false)
+    process::environ(pid).iter().any(|kv| kv == want.as_bytes())
 }
 
-fn reader(
-    stream: impl std::io::Read + Send + 'static,
-    file: std::fs::File,
-    stderr: bool,
-    lines: Arc<Mutex<Vec<Line>>>,
-) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut file = file;
-        let mut r = BufReader::new(stream);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match r.read_until(b'\n', &mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let t = unix_now();
-                    let _ = file.write_all(&buf);
-                    let _ = file.flush();
-                    let text = String::from_utf8_lossy(&buf).trim_end().to_string();
-                    if let Ok(mut l) = lines.lock() {
-                        l.push(Line {
-                            unix: t,
-                            stderr,
-                            text,
-                        });
-                    }
-                }
-            }
+/// A sink of the launcher's output: each line to `file` as read, and stamped with the
+/// time it was read to `lines`.
+fn sink(mut file: std::fs::File, stderr: bool, lines: Arc<Mutex<Vec<Line>>>) -> process::Sink {
+    Box::new(move |buf: &[u8]| {
+        let t = unix_now();
+        let _ = file.write_all(buf);
+        let _ = file.flush();
+        let text = String::from_utf8_lossy(buf).trim_end().to_string();
+        if let Ok(mut l) = lines.lock() {
+            l.push(Line {
+                unix: t,
+                stderr,
+                text,
+            });
         }
+        ControlFlow::Continue(())
+    })
+}
+
+/// The MPI rank of a process, from its environment (None: not a rank or unreadable).
+fn rank_of(pid: u32) -> Option<usize> {
+    process::environ(pid).iter().find_map(|kv| {
+        let kv = std::str::from_utf8(kv).ok()?;
+        [
+            "OMPI_COMM_WORLD_RANK=",
+            "PMIX_RANK=",
+            "PMI_RANK=",
+            "SLURM_PROCID=",
+        ]
+        .iter()
+        .find_map(|k| kv.strip_prefix(k)?.parse().ok())
     })
 }
 
 impl Job {
     /// Start `argv` with its output going to `stdout_path` / `stderr_path`.
     pub fn spawn(argv: &[String], stdout_path: &Path, stderr_path: &Path) -> Result<Job> {
-        use std::os::unix::process::CommandExt;
         let (prog, args) = argv
             .split_first()
             .ok_or_else(|| anyhow::anyhow!("--launch: empty command"))?;
@@ -130,31 +128,21 @@ impl Job {
             JOBS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let mut c = Command::new(prog);
-        c.args(args)
-            .env(JOB_ENV, &token)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+        c.args(args).env(JOB_ENV, &token);
         let spawned_unix = unix_now();
-        let mut child = c
-            .spawn()
-            .with_context(|| format!("--launch: cannot start '{prog}'"))?;
         let lines = Arc::new(Mutex::new(Vec::new()));
-        let mut readers = Vec::new();
-        if let Some(s) = child.stdout.take() {
-            readers.push(reader(s, out, false, Arc::clone(&lines)));
-        }
-        if let Some(s) = child.stderr.take() {
-            readers.push(reader(s, err, true, Arc::clone(&lines)));
-        }
+        let launcher = Launcher::spawn(
+            c,
+            sink(out, false, Arc::clone(&lines)),
+            sink(err, true, Arc::clone(&lines)),
+        )
+        .with_context(|| format!("--launch: cannot start '{prog}'"))?;
         Ok(Job {
-            pid: child.id(),
-            child,
+            pid: launcher.pid(),
+            launcher,
             spawned_unix,
             spawned: Instant::now(),
             lines,
-            readers,
             seen: BTreeMap::new(),
             exit: None,
             last_scan: None,
@@ -172,18 +160,18 @@ impl Job {
             .filter(|(pid, _)| **pid != self.pid)
             .map(|(pid, s)| (*pid, s.start))
             .collect();
-        proctree::reap_orphans(&job);
+        process::reap_orphans(&job);
     }
 
     /// Add the job's processes not seen yet to `seen`.
     fn scan(&mut self) {
         let me = std::process::id();
-        let procs = proctree::all();
-        let under_launcher: HashSet<u32> = proctree::descendants(self.pid, &procs)
+        let procs = process::all();
+        let under_launcher: HashSet<u32> = process::descendants(self.pid, &procs)
             .iter()
             .map(|p| p.pid)
             .collect();
-        for p in proctree::descendants(me, &procs) {
+        for p in process::descendants(me, &procs) {
             if !p.live() || self.foreign.contains(&(p.pid, p.start)) {
                 continue;
             }
@@ -192,7 +180,7 @@ impl Job {
                 if known.comm != p.comm {
                     known.comm = p.comm.clone();
                     if p.comm == "burnin" {
-                        known.rank = proctree::rank_of(p.pid);
+                        known.rank = rank_of(p.pid);
                     }
                 }
                 continue;
@@ -205,7 +193,7 @@ impl Job {
                 continue;
             }
             let rank = if p.comm == "burnin" {
-                proctree::rank_of(p.pid)
+                rank_of(p.pid)
             } else {
                 None
             };
@@ -234,7 +222,7 @@ impl Job {
     /// `scan_every`; known processes every call). Returns processes found gone now.
     pub fn poll(&mut self, scan_every: Duration) -> Vec<(u32, Seen)> {
         if self.exit.is_none() {
-            if let Ok(Some(st)) = self.child.try_wait() {
+            if let Ok(Some(st)) = self.launcher.try_wait() {
                 self.exit = Some((st, unix_now()));
             }
         }
@@ -247,7 +235,7 @@ impl Job {
         }
         let mut gone = Vec::new();
         for (pid, s) in self.seen.iter_mut() {
-            if s.gone.is_none() && !proctree::alive(*pid, s.start) {
+            if s.gone.is_none() && !process::alive(*pid, s.start) {
                 s.gone = Some(now);
                 gone.push((*pid, s.clone()));
             }
@@ -261,17 +249,17 @@ impl Job {
         self.scan();
         self.seen
             .iter()
-            .filter(|(pid, s)| proctree::alive(**pid, s.start))
+            .filter(|(pid, s)| process::alive(**pid, s.start))
             .map(|(pid, s)| (*pid, s.comm.clone()))
             .collect()
     }
 
     fn signal_all(&mut self, sig: i32) {
         if self.exit.is_none() {
-            proctree::signal(self.pid, sig);
+            process::signal(self.pid, sig);
         }
         for (pid, _) in self.live() {
-            proctree::signal(pid, sig);
+            process::signal(pid, sig);
         }
     }
 
@@ -312,11 +300,11 @@ impl Job {
         let left_behind: Vec<String> = left.iter().map(|(p, c)| format!("{p} {c}")).collect();
         if !left.is_empty() {
             for (p, _) in &left {
-                proctree::signal(*p, libc::SIGTERM);
+                process::signal(*p, libc::SIGTERM);
             }
             if !self.wait_until(grace, |j| j.live().is_empty()) {
                 for (p, _) in self.live() {
-                    proctree::signal(p, libc::SIGKILL);
+                    process::signal(p, libc::SIGKILL);
                 }
                 self.wait_until(Duration::from_secs(10), |j| j.live().is_empty());
             }
@@ -324,15 +312,7 @@ impl Job {
         self.reap_orphans();
         let tree_empty = self.exit.is_some() && self.live().is_empty();
         // The readers end when the last writer of the pipes is gone; don't wait long.
-        for h in std::mem::take(&mut self.readers) {
-            let t = Instant::now();
-            while !h.is_finished() && t.elapsed() < Duration::from_secs(2) {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if h.is_finished() {
-                let _ = h.join();
-            }
-        }
+        self.launcher.join_readers(Some(Duration::from_secs(2)));
         Teardown {
             how,
             launcher_exit: self
@@ -395,6 +375,78 @@ pub fn is_failure_line(text: &str) -> bool {
     SIGNS.iter().any(|s| text.contains(s))
 }
 
+/// How often the watch loop looks (output lines and known processes); the full
+/// process-tree scan and the events files are read every [`SLOW_POLL`].
+pub(super) const POLL: Duration = Duration::from_millis(20);
+pub(super) const SLOW_POLL: Duration = Duration::from_millis(100);
+
+/// What a finished (or torn down) run left.
+pub(super) struct Ran {
+    pub(super) job: Job,
+    pub(super) teardown: Teardown,
+    pub(super) timed_out: bool,
+    pub(super) interrupted: bool,
+}
+
+/// Run to the end (bounded by `limit`), then check that nothing is left.
+pub(super) fn run_to_end(
+    argv: &[String],
+    dir: &Path,
+    name: &str,
+    limit: Duration,
+    grace: Duration,
+) -> Result<Ran> {
+    let mut job = Job::spawn(
+        argv,
+        &dir.join(format!("{name}.stdout")),
+        &dir.join(format!("{name}.stderr")),
+    )?;
+    let mut timed_out = false;
+    let mut interrupted = false;
+    while job.exit.is_none() {
+        job.poll(SLOW_POLL);
+        if job.elapsed() > limit {
+            timed_out = true;
+            break;
+        }
+        if stop_requested() {
+            interrupted = true;
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+    let teardown = job.teardown(Duration::ZERO, grace);
+    Ok(Ran {
+        job,
+        teardown,
+        timed_out,
+        interrupted,
+    })
+}
+
+/// The last lines of a run's stderr, for a problem message.
+/// Why a run failed, from its output: burnin's own deadline and error lines first
+/// (they say who and where), else the last `n` lines of stderr.
+pub(super) fn tail(lines: &[Line], n: usize) -> String {
+    let own: Vec<&str> = lines
+        .iter()
+        .map(|l| l.text.trim())
+        .filter(|t| {
+            t.starts_with("Error") || (t.starts_with("burnin: rank ") && t.contains(" waited "))
+        })
+        .take(2)
+        .collect();
+    if !own.is_empty() {
+        return own.join(" | ");
+    }
+    let l: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.stderr && !l.text.trim().is_empty())
+        .map(|l| l.text.as_str())
+        .collect();
+    l[l.len().saturating_sub(n)..].join(" | ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,7 +488,7 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        proctree::become_subreaper();
+        process::become_subreaper();
         let mut job = Job::spawn(&argv, &dir.path().join("o"), &dir.path().join("e")).unwrap();
         let t = Instant::now();
         let sleeps = |j: &Job| j.seen.values().filter(|s| s.comm == "sleep").count();

@@ -9,12 +9,17 @@
 //!
 //! On the launch host, `burnin chaos` ([`supervisor`], [`args`]) runs the job through
 //! the user's launcher as a child ([`launch`]), injects what a rank cannot do to itself
-//! (`link-cut` on the simulated cluster), watches output, process tree ([`proctree`])
+//! (`link-cut` on the simulated cluster), watches output, process tree ([`crate::process::tree`])
 //! and events to time detection and teardown, kills what is left (SIGTERM, grace,
 //! SIGKILL, every process of the tree), checks the checkpoints on its own
 //! ([`ckptcheck`]), relaunches with `--resume`, and compares the recovered run with an
-//! uninterrupted reference; each trial's phases are in `trial`, the records and the
-//! summary in [`report`].
+//! uninterrupted reference; the records and the summary are in [`report`].
+//!
+//! The supervisor's modules depend one way: [`supervisor`] (the campaign: the
+//! reference run, the trials in turn, `chaos.json`) → `trial` (one trial, phase by
+//! phase) → [`launch`] (one run of the job: launching, watching, tearing down), with
+//! `setup` (the validated flags and each run's command line), `parity` (a finished
+//! run against the reference) and `sim` (the simulated cluster's link cut) below.
 pub mod args;
 pub mod checkin;
 pub mod ckptcheck;
@@ -23,8 +28,10 @@ pub mod deadline;
 pub mod events;
 pub mod heartbeat;
 pub mod launch;
-pub mod proctree;
+mod parity;
 pub mod report;
+mod setup;
+mod sim;
 pub mod straggler;
 pub mod supervisor;
 mod trial;

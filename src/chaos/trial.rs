@@ -6,13 +6,14 @@
 use super::args::KindOrder;
 use super::ckptcheck;
 use super::events::{self, unix_now, Event, What};
-use super::launch::{self, Job, Teardown};
+use super::launch::{self, run_to_end, tail, Job, Ran, Teardown, POLL, SLOW_POLL};
+use super::parity::{last_step, parity, read_json};
 use super::report::{self, ClockOffset, Mark, Parity, Reference, StragglerSeen, Times, Trial};
-use super::supervisor::{
-    fault_args, last_step, link_cut_step, parity, read_json, run_to_end, s, signs, sim, stopping,
-    tail, Cut, Setup, Sign, POLL, SLOW_POLL,
-};
+use super::setup::{fault_args, link_cut_step, s, Setup};
+use super::sim::{sim, Cut};
 use crate::fault::{self, FaultKind, Pick, SplitMix64};
+use crate::process::stop_requested;
+use crate::progress::Live;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -38,6 +39,17 @@ struct Plan<'a> {
     /// Longest one run may take.
     limit: Duration,
     cut_at: Option<CutAt>,
+    /// The campaign's live line (on a terminal).
+    live: &'a Live,
+}
+
+impl Plan<'_> {
+    /// Show what the trial is doing on the live line.
+    fn phase(&self, what: &str) {
+        let (n, of, kind) = (self.n + 1, self.st.trials, &self.kind);
+        self.live
+            .set(format!("chaos: trial {n}/{of}: {kind}: {what}"));
+    }
 }
 
 /// A trial's folder: launcher output, the faulted run, the resumed run, checkpoints.
@@ -226,11 +238,13 @@ fn watch<'a>(plan: &Plan<'a>, job: Job, t: &mut Trial) -> Result<Watched<'a>> {
                     w.cut = Some(Cut::new(sim_path, node));
                     w.inject = Some((unix_now(), "supervisor (sim-cluster cut)".into()));
                     t.fault_step = reached;
-                    println!(
-                        "# chaos: trial {}: cut {node}'s link after step {}",
-                        n + 1,
-                        reached.unwrap_or(*step)
-                    );
+                    plan.live.suspend(|| {
+                        println!(
+                            "# chaos: trial {}: cut {node}'s link after step {}",
+                            n + 1,
+                            reached.unwrap_or(*step)
+                        )
+                    });
                 }
             }
         }
@@ -255,7 +269,7 @@ fn watch<'a>(plan: &Plan<'a>, job: Job, t: &mut Trial) -> Result<Watched<'a>> {
             ));
             break;
         }
-        if stopping() {
+        if stop_requested() {
             t.problems.push("interrupted".into());
             break;
         }
@@ -432,6 +446,57 @@ fn finish_slow(t: &mut Trial, w: &Watched, td: Teardown, p: &Paths, base: &Basel
     mark(t, "end", end, "supervisor");
 }
 
+/// A sign that the job failed, and when it was seen.
+#[derive(Clone, Debug)]
+pub(super) struct Sign {
+    pub(super) unix: f64,
+    pub(super) what: String,
+}
+
+/// The signs of failure in what a job left: rank processes gone while the launcher
+/// ran, failure lines, deadline events, the launcher's exit.
+pub(super) fn signs(job: &Job, evs: &[Event]) -> Vec<Sign> {
+    let mut out = Vec::new();
+    let launcher_end = job.exit.as_ref().map(|(_, t)| *t).unwrap_or(f64::INFINITY);
+    for (pid, seen) in &job.seen {
+        if let (Some(rank), Some(gone)) = (seen.rank, seen.gone) {
+            if gone < launcher_end {
+                out.push(Sign {
+                    unix: gone,
+                    what: format!("rank {rank} (pid {pid}) exited while the job ran"),
+                });
+            }
+        }
+    }
+    for l in job.lines() {
+        if launch::is_failure_line(&l.text) {
+            out.push(Sign {
+                unix: l.unix,
+                what: format!("launcher output: {}", l.text.trim()),
+            });
+        }
+    }
+    for e in evs {
+        match &e.what {
+            What::CheckinTimeout { line, .. }
+            | What::Watchdog { line }
+            | What::Silent { line, .. } => out.push(Sign {
+                unix: e.unix0(),
+                what: format!("events of rank {}: {line}", e.rank),
+            }),
+            _ => {}
+        }
+    }
+    if let Some((st, t)) = &job.exit {
+        out.push(Sign {
+            unix: *t,
+            what: format!("launcher exited ({})", launch::describe_exit(st)),
+        });
+    }
+    out.sort_by(|a, b| a.unix.total_cmp(&b.unix));
+    out
+}
+
 /// Detection and teardown times, from every sign the job left.
 fn detection(t: &mut Trial, w: &Watched, evs: &[Event], inject_t: f64, td: &Teardown) {
     let first = signs(&w.job, evs)
@@ -462,7 +527,7 @@ fn detection(t: &mut Trial, w: &Watched, evs: &[Event], inject_t: f64, td: &Tear
 /// Relaunch with `--resume` (retried when it fails before its ranks are up), then
 /// time the recovery and check it against the reference.
 fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f64) -> Result<()> {
-    let (st, p, limit, kind) = (plan.st, &plan.p, plan.limit, &plan.kind);
+    let p = &plan.p;
     t.expected_restore_step = ckptcheck::inspect(&p.ckpt).newest_verified();
     if plan.cut_at.is_some() {
         // A cut lands a moment after the supervisor saw the step it waits for: the
@@ -474,6 +539,17 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
             .flatten()
             .max();
     }
+    let r = relaunch(plan, t)?;
+    check_resumed_run(t, &r, plan.limit);
+    recovery_times(t, p, &r, gone_t, inject_t);
+    check_recovered(t, plan, base);
+    Ok(())
+}
+
+/// Like a launcher with restarts: a job that fails before its ranks are up (a
+/// daemon that could not connect yet) is started again, twice at most.
+fn relaunch(plan: &Plan, t: &mut Trial) -> Result<Ran> {
+    let (st, p) = (plan.st, &plan.p);
     let argv = st.argv(&[
         "--out".into(),
         s(&p.resume),
@@ -481,15 +557,13 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
         s(&p.ckpt),
         "--resume".into(),
     ]);
-    // Like a launcher with restarts: a job that fails before its ranks are up (a
-    // daemon that could not connect yet) is started again, twice at most.
     let mut attempt = 1;
     let r = loop {
         let name = match attempt {
             1 => "resume".to_string(),
             a => format!("resume-{a}"),
         };
-        let r = run_to_end(&argv, &p.dir, &name, limit, st.grace)?;
+        let r = run_to_end(&argv, &p.dir, &name, plan.limit, st.grace)?;
         mark(
             t,
             "relaunch",
@@ -499,7 +573,7 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
         let up = events::read_all(&p.resume)
             .iter()
             .any(|e| matches!(e.what, What::Start { .. }));
-        if up || r.teardown.launcher_exit == "exit 0" || attempt == 3 || stopping() {
+        if up || r.teardown.launcher_exit == "exit 0" || attempt == 3 || stop_requested() {
             break r;
         }
         t.notes.push(format!(
@@ -511,6 +585,11 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
         std::thread::sleep(Duration::from_secs(1));
     };
     t.relaunches = attempt;
+    Ok(r)
+}
+
+/// The resumed run's own problems: a timeout, survivors, a failed exit.
+fn check_resumed_run(t: &mut Trial, r: &Ran, limit: Duration) {
     if r.timed_out {
         t.problems.push(format!(
             "the resumed run did not end within {:.0} s",
@@ -528,6 +607,11 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
             tail(&r.job.lines(), 3)
         ));
     }
+}
+
+/// From the resumed run's events: the restored step, the recovery marks and times,
+/// and the steps lost.
+fn recovery_times(t: &mut Trial, p: &Paths, r: &Ran, gone_t: f64, inject_t: f64) {
     let revs = events::read_all(&p.resume);
     let rank0 = |pick: fn(&What) -> bool| {
         revs.iter()
@@ -562,6 +646,12 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
     t.steps_lost = t
         .fault_step
         .map(|fs| fs.saturating_sub(t.restored_step.unwrap_or(0)));
+}
+
+/// The recovered run against what it should be: the checkpoint it restored, the
+/// checkpoints after it, parity with the reference; and what the recovery cost.
+fn check_recovered(t: &mut Trial, plan: &Plan, base: &Baseline) {
+    let (st, p, kind) = (plan.st, &plan.p, &plan.kind);
     if t.restored_step != t.expected_restore_step {
         t.problems.push(format!(
             "restored step {:?}, but the newest checkpoint that verified when the job was gone is {:?}",
@@ -605,11 +695,11 @@ fn recover(plan: &Plan, base: &Baseline, t: &mut Trial, gone_t: f64, inject_t: f
         let seconds = total + lost as f64 * base.reference.step_p50_s;
         t.cost_usd = Some(seconds * base.reference.world_size as f64 * price / 3600.0);
     }
-    Ok(())
 }
 
 /// Trial `n`, start to finish.
-pub fn run(st: &Setup, base: &Baseline, n: usize) -> Result<Trial> {
+/// `live`: the line that shows its phases on a terminal.
+pub fn run(st: &Setup, base: &Baseline, n: usize, live: &Live) -> Result<Trial> {
     let seed = fault::trial_seed(st.seed, n);
     let k = match st.order {
         KindOrder::Random => SplitMix64(seed).between(0, st.kinds.len() as u64 - 1) as usize,
@@ -634,9 +724,12 @@ pub fn run(st: &Setup, base: &Baseline, n: usize) -> Result<Trial> {
         p,
         limit,
         cut_at,
+        live,
     };
     let (kind, p) = (&plan.kind, &plan.p);
+    plan.phase("watching the job");
     let mut w = watch(&plan, job, &mut t)?;
+    plan.phase("tearing the job down");
     let td = w.job.teardown(st.teardown_wait, st.grace);
     check_teardown(&mut t, &mut w.job, &td);
     let healed = match w.cut.as_mut() {
@@ -695,9 +788,10 @@ pub fn run(st: &Setup, base: &Baseline, n: usize) -> Result<Trial> {
     }
     let (gone_t, torn_down) = (td.done_unix, td.tree_empty);
     t.teardown = Some(td);
-    if t.hung || !torn_down || stopping() {
+    if t.hung || !torn_down || stop_requested() {
         return Ok(t);
     }
+    plan.phase("recovering (relaunch with --resume)");
     recover(&plan, base, &mut t, gone_t, inject_t)?;
     if t.problems.is_empty() {
         t.outcome = "recovered".into();

@@ -52,52 +52,16 @@ pub fn mpirun(np: usize, args: &[&str], limit: Duration) -> Run {
     run_bounded(c, limit)
 }
 
-/// Every descendant of `pid` (children first found through /proc's ppid field).
+/// Every descendant of `pid` (the library's /proc walk).
 pub fn descendants(pid: u32) -> Vec<u32> {
-    let mut parent_of: Vec<(u32, u32)> = Vec::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for e in dir.flatten() {
-            let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-                continue;
-            };
-            // pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
-            let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-                continue;
-            };
-            if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok()) {
-                parent_of.push((p, ppid));
-            }
-        }
-    }
-    let mut out = vec![];
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for &(c, pp) in &parent_of {
-            if pp == p && !out.contains(&c) {
-                out.push(c);
-                frontier.push(c);
-            }
-        }
-    }
-    out
+    burnin::process::descendant_pids(pid)
 }
 
 /// Kill `child` and everything under it: its process group, and each descendant by
 /// pid (Open MPI puts every rank in a process group of its own, so killing mpirun's
 /// group alone would orphan the ranks).
 pub fn kill_group(child: &Child, sig: i32) {
-    let tree = descendants(child.id());
-    // SAFETY: kill(2) on our own child's process group and on its descendants, found
-    // a moment ago; a pid reused since would belong to a process of this test run.
-    unsafe {
-        libc_kill(-(child.id() as i32), sig);
-        for p in tree {
-            libc_kill(p as i32, sig);
-        }
-    }
+    burnin::process::signal_tree(child.id(), sig);
 }
 
 extern "C" {

@@ -1,12 +1,12 @@
-//! The supervisor's view of the processes it started, from `/proc` (Linux).
+//! Processes as `/proc` describes them (Linux): one stat line parsed, every process,
+//! the descendants of one, whether a (pid, start time) is still alive, a process's
+//! environment; and the child subreaper flag with the reaping that goes with it.
 //!
 //! `burnin chaos` makes itself a *child subreaper* (`PR_SET_CHILD_SUBREAPER`): a
 //! process of the job whose parent dies is re-parented to the supervisor instead of
 //! init, so "every descendant of the supervisor" is the whole job, orphans included,
 //! and "the job is gone" can be checked rather than assumed. Processes are identified
-//! by (pid, start time) so a recycled pid is never mistaken for a job process. Open MPI
-//! puts every rank in a process group of its own, so signals go to each pid, never
-//! only to the launcher's group.
+//! by (pid, start time) so a recycled pid is never mistaken for a job process.
 use std::collections::HashMap;
 
 /// One process as `/proc/PID/stat` describes it.
@@ -82,43 +82,27 @@ pub fn descendants(root: u32, procs: &[Proc]) -> Vec<Proc> {
     out
 }
 
+/// Every descendant of `pid` now, found through /proc's parent links.
+pub fn descendant_pids(pid: u32) -> Vec<u32> {
+    descendants(pid, &all()).iter().map(|p| p.pid).collect()
+}
+
 /// Whether the process identified by (pid, start) is still alive (not a zombie).
 pub fn alive(pid: u32, start: u64) -> bool {
     stat(pid).is_some_and(|p| p.start == start && p.live())
 }
 
-/// The MPI rank of a process, from its environment (None: not a rank or unreadable).
-pub fn rank_of(pid: u32) -> Option<usize> {
-    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    env.split(|&b| b == 0).find_map(|kv| {
-        let kv = std::str::from_utf8(kv).ok()?;
-        [
-            "OMPI_COMM_WORLD_RANK=",
-            "PMIX_RANK=",
-            "PMI_RANK=",
-            "SLURM_PROCID=",
-        ]
-        .iter()
-        .find_map(|k| kv.strip_prefix(k)?.parse().ok())
-    })
+/// The environment of `pid`, one `KEY=value` per entry (empty: gone or unreadable).
+pub fn environ(pid: u32) -> Vec<Vec<u8>> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| env.split(|&b| b == 0).map(<[u8]>::to_vec).collect())
+        .unwrap_or_default()
 }
 
 /// Make this process the subreaper of its descendants. False when refused.
 pub fn become_subreaper() -> bool {
     // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag on this process.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 }
-}
-
-/// Send `sig` to `pid` (errors, e.g. already gone, are ignored).
-pub fn signal(pid: u32, sig: i32) {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return;
-    }
-    // SAFETY: kill(2) on one pid of the job this supervisor started (checked by the
-    // caller against its start time a moment ago).
-    unsafe {
-        libc::kill(pid as i32, sig);
-    }
 }
 
 /// Reap the zombie children of this process among `job`: processes of a watched job
