@@ -94,6 +94,7 @@ pub const PHASES: [&str; 4] = ["probe", "sweep", "train", "chaos"];
 pub struct Card {
     /// Short name; the results folder is `<UTC time>-<name>`.
     pub name: String,
+    /// Free text shown in the report ("4 nodes x 8 H100, NVLink 4, 8x NDR").
     #[serde(default)]
     pub description: String,
     /// Topology file, relative to the card's own folder (or absolute).
@@ -108,14 +109,19 @@ pub struct Card {
     /// `-T` of every phase: the deadline of one blocking step, seconds.
     #[serde(default)]
     pub step_timeout_s: Option<f64>,
+    /// Prices, for the cost of the acceptance and of useful work (None: no cost).
     #[serde(default)]
     pub cost: Option<CostSpec>,
+    /// The probe phase (runs when present).
     #[serde(default)]
     pub probe: Option<ProbeSpec>,
+    /// The sweep phase (runs when present).
     #[serde(default)]
     pub sweep: Option<SweepSpec>,
+    /// The train phase (runs when present).
     #[serde(default)]
     pub train: Option<TrainSpec>,
+    /// The chaos phase (runs when present).
     #[serde(default)]
     pub chaos: Option<ChaosSpec>,
 }
@@ -126,6 +132,7 @@ pub struct Card {
 pub struct CostSpec {
     /// Price of one accelerator for one hour.
     pub price_per_gpu_hour: f64,
+    /// Currency of every price (default "USD").
     #[serde(default = "default_currency")]
     pub currency: String,
     /// Billed accelerators (default: the run's ranks, one per GPU).
@@ -144,8 +151,10 @@ fn default_currency() -> String {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ProbeSpec {
+    /// The phase's bound, seconds (default 300).
     #[serde(default)]
     pub timeout_s: Option<f64>,
+    /// What the probe must find.
     #[serde(default)]
     pub criteria: ProbeCriteria,
 }
@@ -167,30 +176,41 @@ pub struct ProbeCriteria {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SweepSpec {
+    /// Collectives to sweep (-c; default all_reduce).
     #[serde(default = "default_collectives")]
     pub collectives: Vec<String>,
+    /// Topology tiers to measure (--tiers; default all).
     #[serde(default = "default_tiers")]
     pub tiers: Vec<String>,
+    /// Smallest message size (-b), bytes ("1M" and such suffixes allowed).
     pub min_bytes: Bytes,
+    /// Largest message size (-e), bytes ("4G" and such suffixes allowed).
     pub max_bytes: Bytes,
+    /// Size multiplier between sizes (-f; at least 2).
     #[serde(default)]
     pub step_factor: Option<u64>,
+    /// Adaptive sampling's time budget per size and placement, seconds (--budget).
     #[serde(default)]
     pub budget_s: Option<f64>,
+    /// Warm-up iterations per size (-w).
     #[serde(default)]
     pub warmup: Option<u32>,
     /// Fixed iterations per size (adaptive sampling when absent).
     #[serde(default)]
     pub iters: Option<u32>,
+    /// out, in or both (--placement).
     #[serde(default)]
     pub placement: Option<String>,
+    /// Element types (-d), a comma list (default f32).
     #[serde(default)]
     pub dtype: Option<String>,
     /// Further `burnin sweep` flags, passed verbatim.
     #[serde(default)]
     pub args: Vec<String>,
+    /// The phase's bound, seconds (default 1800).
     #[serde(default)]
     pub timeout_s: Option<f64>,
+    /// What the sweep must reach.
     #[serde(default)]
     pub criteria: SweepCriteria,
 }
@@ -267,15 +287,19 @@ impl Default for SweepCriteria {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrainSpec {
+    /// Training steps (--steps).
     pub steps: u64,
+    /// A checkpoint every this many steps (--ckpt-every).
     #[serde(default)]
     pub ckpt_every: Option<u64>,
+    /// Each rank's shard padded to this size, bytes (--ckpt-bytes).
     #[serde(default)]
     pub ckpt_bytes: Option<Bytes>,
     /// Checkpoint directory (default: inside the results folder). With a resume
     /// check, the resumed pair of jobs uses `<dir>-resume`.
     #[serde(default)]
     pub ckpt_dir: Option<PathBuf>,
+    /// Model size preset (--preset): tiny or gpu-small.
     #[serde(default)]
     pub preset: Option<String>,
     /// Keep the checkpoints after the phase (default: removed once judged — the JSON
@@ -288,6 +312,7 @@ pub struct TrainSpec {
     /// Bound of each training job.
     #[serde(default)]
     pub timeout_s: Option<f64>,
+    /// What the training must reach.
     #[serde(default)]
     pub criteria: TrainCriteria,
 }
@@ -343,8 +368,10 @@ pub struct ChaosSpec {
     /// Keep the checkpoints the trials wrote (default: removed once the phase ends).
     #[serde(default)]
     pub keep_checkpoints: bool,
+    /// The phase's bound, seconds (default 1800).
     #[serde(default)]
     pub timeout_s: Option<f64>,
+    /// What the recoveries must reach.
     #[serde(default)]
     pub criteria: ChaosCriteria,
 }

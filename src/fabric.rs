@@ -13,24 +13,31 @@ use std::path::Path;
 /// What one node has.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct NodeFabric {
+    /// The node's CPUs: model, sockets, NUMA nodes.
     pub cpu: CpuInfo,
     /// Network interfaces other than loopback.
     pub nics: Vec<Nic>,
     /// InfiniBand / RoCE ports.
     pub ib_ports: Vec<IbPort>,
+    /// The node's GPUs and NVLinks as NVML reports them.
     pub gpus: GpuFabric,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct CpuInfo {
+    /// "model name" from /proc/cpuinfo.
     pub model: Option<String>,
+    /// CPU sockets (distinct physical package ids of online CPUs), a count.
     pub sockets: usize,
+    /// NUMA nodes in sysfs, a count.
     pub numa_nodes: usize,
+    /// Online CPUs (hardware threads), a count.
     pub cpus_online: usize,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct Nic {
+    /// Interface name ("eth0", "ib0").
     pub name: String,
     /// ethernet | infiniband | veth | bridge | tun | virtual
     pub kind: String,
@@ -38,20 +45,27 @@ pub struct Nic {
     pub state: String,
     /// Line rate in Mbit/s when the driver reports one.
     pub speed_mbit: Option<u64>,
+    /// MTU, bytes.
     pub mtu: Option<u64>,
+    /// NUMA node of its device (None: the platform does not say).
     pub numa_node: Option<i64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct IbPort {
+    /// HCA name in sysfs ("mlx5_0").
     pub hca: String,
+    /// Port number on the HCA.
     pub port: u32,
     /// ACTIVE, DOWN, INIT, … (without the number sysfs puts first).
     pub state: String,
+    /// Physical state: LinkUp, Polling, Disabled, … (without the number).
     pub phys_state: Option<String>,
+    /// Line rate, Gbit/s (sysfs `rate`).
     pub rate_gbit: Option<f64>,
     /// InfiniBand or Ethernet (RoCE).
     pub link_layer: String,
+    /// NUMA node of the HCA (None: the platform does not say).
     pub numa_node: Option<i64>,
     /// Network interfaces of the HCA (RoCE, IPoIB).
     pub netdevs: Vec<String>,
@@ -61,8 +75,11 @@ pub struct IbPort {
 pub struct GpuFabric {
     /// Why NVML gave nothing, when it did not.
     pub error: Option<String>,
+    /// NVIDIA driver version.
     pub driver_version: Option<String>,
+    /// NVML library version.
     pub nvml_version: Option<String>,
+    /// Every GPU NVML lists, by index.
     pub gpus: Vec<NvmlGpu>,
     /// `nvidia-smi topo -m`'s GPU part: "X", "NV18", "PIX", "PXB", "PHB", "NODE", "SYS".
     pub matrix: Vec<Vec<String>>,
@@ -70,14 +87,21 @@ pub struct GpuFabric {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, schemars::JsonSchema)]
 pub struct NvmlGpu {
+    /// NVML device index.
     pub index: u32,
+    /// Device name ("NVIDIA H200").
     pub name: String,
+    /// Device UUID ("GPU-…").
     pub uuid: String,
+    /// PCI bus id ("00000000:19:00.0").
     pub pci_bus_id: String,
+    /// NUMA node of the device, when NVML says.
     pub numa_node: Option<u32>,
+    /// Total device memory, bytes.
     pub memory_bytes: Option<u64>,
     /// NVLinks the device has (links NVML answers for, active or not).
     pub nvlinks: u32,
+    /// NVLinks up, a count.
     pub nvlinks_active: u32,
     /// Active links: the remote end's PCI bus id and whether it is an NVSwitch.
     pub nvlink_remotes: Vec<NvlinkRemote>,
@@ -85,8 +109,11 @@ pub struct NvmlGpu {
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct NvlinkRemote {
+    /// The local NVLink number.
     pub link: u32,
+    /// PCI bus id of the remote end.
     pub pci_bus_id: String,
+    /// The remote end is an NVSwitch.
     pub switch: bool,
 }
 

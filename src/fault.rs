@@ -231,13 +231,17 @@ impl Pick {
 /// The fault of a run, resolved (identical on every rank).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FaultPlan {
+    /// The fault to inject.
     pub kind: FaultKind,
     /// The rank that injects it (None for node-loss and link-cut).
     pub rank: Option<usize>,
     /// The fault fires at the end of this step.
     pub step: u64,
+    /// slow: how many times slower the rank computes (--slow-factor).
     pub slow_factor: f64,
+    /// The rank was drawn at random (with `seed`).
     pub rank_random: bool,
+    /// The step was drawn at random (with `seed`).
     pub step_random: bool,
     /// Seed of the random draws.
     pub seed: u64,

@@ -17,17 +17,24 @@ use serde::{Deserialize, Serialize};
 /// One GPU as the CUDA driver reports it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct GpuInfo {
+    /// CUDA device ordinal (as this process sees it, after CUDA_VISIBLE_DEVICES).
     pub index: usize,
+    /// Device name from the driver ("NVIDIA H200").
     pub name: String,
+    /// Total device memory, bytes.
     pub memory_bytes: u64,
+    /// PCI bus id ("0000:18:00.0").
     pub pci_bus_id: String,
+    /// Device UUID as nvidia-smi prints it ("GPU-xxxxxxxx-…").
     pub uuid: String,
 }
 
 /// The driver and its GPUs, or why there are none.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct GpuInventory {
+    /// CUDA version the driver supports ("12.4").
     pub driver_version: Option<String>,
+    /// Every device the driver lists, by ordinal.
     pub gpus: Vec<GpuInfo>,
     /// Why no GPU is usable (no driver library, init failed, zero devices, a driver
     /// older than the CUDA version burnin was built for).

@@ -926,6 +926,7 @@ pub struct NetUse {
     pub devices: Vec<String>,
     /// Distinct connections, and of them those with GPUDirect RDMA.
     pub links: u64,
+    /// Of `links`, those with GPUDirect RDMA, a count.
     pub gdr_links: u64,
 }
 
@@ -937,9 +938,13 @@ pub struct Transports {
     /// Path types of the graph search inside a node ("NVL", "PIX", "SYS"), sorted.
     #[serde(default)]
     pub paths: Vec<String>,
+    /// Some connection went through shared memory (SHM).
     pub shm: bool,
+    /// The network transports used, one per NCCL network name.
     pub net: Vec<NetUse>,
+    /// A communicator used NVLS (NVLink SHARP).
     pub nvls: bool,
+    /// A communicator used CollNet.
     pub collnet: bool,
     /// Transports NCCL named that burnin does not know.
     pub other: Vec<String>,

@@ -7,10 +7,15 @@ use serde::{Deserialize, Serialize};
 /// Summary of one rank's (or the combined) iteration times, in microseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct TimeStats {
+    /// Fastest iteration, µs (exact).
     pub min_us: f64,
+    /// Median iteration, µs (hdrhistogram, 3 significant digits).
     pub p50_us: f64,
+    /// Mean iteration, µs (exact).
     pub mean_us: f64,
+    /// 99th percentile iteration, µs (hdrhistogram, 3 significant digits).
     pub p99_us: f64,
+    /// Slowest iteration, µs (exact).
     pub max_us: f64,
 }
 

@@ -529,6 +529,7 @@ pub struct TierGroups {
 /// One tier's transports, in words.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TierTransport {
+    /// The topology tier.
     pub tier: TierKind,
     /// Between ranks of one node; None when the tier has no such pair.
     pub intra_node: Option<String>,
@@ -537,6 +538,8 @@ pub struct TierTransport {
     /// NCCL's detail (NCCL backend only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_intra: Option<Transports>,
+    /// NCCL's detail between nodes (NCCL backend only; None when the tier has no such
+    /// pair).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_inter: Option<Transports>,
     /// NCCL algorithm/protocol pairs (with NCCL_DEBUG_SUBSYS=TUNING).
@@ -547,15 +550,23 @@ pub struct TierTransport {
 /// One host's NCCL transports, all tiers together (what the fabric criterion judges).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostTransport {
+    /// The host's name.
     pub host: String,
+    /// Its ranks (world ranks).
     pub ranks: Vec<usize>,
     /// Ranks whose log was read.
     pub logs: usize,
+    /// NCCL version, from the first log that names it ("2.21.5").
     pub version: Option<String>,
+    /// NCCL's network, from the first log that names it (`Using network IB`).
     pub network: Option<String>,
+    /// GPUDirect RDMA reported enabled (None: not reported, or the logs disagree).
     pub gdr_enabled: Option<bool>,
+    /// NVLS multicast support reported available (None: not reported).
     pub nvls_available: Option<bool>,
+    /// Transports between ranks of this node, over its logs.
     pub intra: Transports,
+    /// Transports to other nodes, over its logs.
     pub inter: Transports,
 }
 
@@ -584,6 +595,7 @@ pub struct TransportReport {
     pub backend: String,
     /// Where it comes from, in words.
     pub source: String,
+    /// Per tier, the transports its traffic used.
     pub tiers: Vec<TierTransport>,
     /// NCCL: per host.
     #[serde(default)]

@@ -47,11 +47,17 @@ pub struct JobRecord {
     pub argv: Vec<String>,
     /// Its folder, relative to the results folder.
     pub dir: String,
+    /// When the job started, unix seconds.
     pub started_unix: f64,
+    /// When it ended, unix seconds (None: never recorded as ended).
     pub finished_unix: Option<f64>,
+    /// Its exit code (None: killed by a signal, or not run).
     pub exit_code: Option<i32>,
+    /// The signal that ended it, if one did.
     pub signal: Option<i32>,
+    /// The bound it ran under, seconds (0 for a job not run).
     pub timeout_s: f64,
+    /// How it ended.
     pub status: JobStatus,
     /// Why, for anything but a plain exit.
     #[serde(default)]
@@ -95,16 +101,21 @@ impl JobRecord {
 /// acceptance.json.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct AcceptanceRecord {
+    /// Version of the acceptance.json schema.
     pub schema_version: u32,
+    /// Always "acceptance".
     pub kind: String,
+    /// The acceptance card the run followed.
     pub card: Card,
     /// The card file as given on the command line.
     pub card_path: String,
+    /// The topology file the card names, as read (None: the card names none).
     pub topology: Option<Topology>,
     /// The launcher prefix, split into words.
     pub launch: Vec<String>,
     /// The burnin binary every job ran.
     pub burnin: String,
+    /// Version of the burnin that wrote it.
     pub burnin_version: String,
     /// `burnin run`'s own command line.
     pub argv: Vec<String>,
@@ -112,8 +123,11 @@ pub struct AcceptanceRecord {
     pub launch_host: String,
     /// Phases this run was asked to run (the card's, or --phases).
     pub phases_selected: Vec<String>,
+    /// When `burnin run` started, unix seconds.
     pub started_unix: f64,
+    /// When it finished, unix seconds (None while running or if killed).
     pub finished_unix: Option<f64>,
+    /// Every child job, in start order.
     pub jobs: Vec<JobRecord>,
     /// The verdict as judged at the end of the run (`burnin report` judges again).
     pub criteria: Vec<Criterion>,
@@ -149,6 +163,7 @@ impl Status {
 pub struct Criterion {
     /// Stable identifier (`sweep.busbw.inter`), for comparing runs.
     pub id: String,
+    /// The phase it judges: probe, sweep, train or chaos.
     pub phase: String,
     /// What is judged, in words.
     pub what: String,
@@ -156,6 +171,7 @@ pub struct Criterion {
     pub measured: String,
     /// The bar ("≥ 0.05 GB/s").
     pub threshold: String,
+    /// Its verdict.
     pub status: Status,
     /// Why, when the status needs explaining (a crash, no data).
     #[serde(default)]

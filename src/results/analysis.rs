@@ -8,9 +8,13 @@ use serde::{Deserialize, Serialize};
 /// One group's number in a tier.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct GroupResult {
+    /// Group index within the tier.
     pub group: usize,
+    /// Group name: "world", "node3", "rail 1", "node0+node3".
     pub label: String,
+    /// World ranks in the group.
     pub members: Vec<usize>,
+    /// Hosts of the group, deduplicated, in member order.
     pub hosts: Vec<String>,
     /// Best busbw at large messages (GB/s).
     pub busbw_gbps: f64,
@@ -18,24 +22,35 @@ pub struct GroupResult {
     pub bytes: u64,
     /// busbw / the tier's median.
     pub vs_median: f64,
+    /// busbw below the tier's outlier fraction × the median (with two groups: × the
+    /// faster one's).
     pub outlier: bool,
 }
 
 /// A tier's verdict for one (collective, type, op).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct TierResult {
+    /// The topology tier.
     pub tier: TierKind,
+    /// The collective judged.
     pub collective: CollKind,
+    /// Its element type.
     pub dtype: Dtype,
+    /// Its reduction op (None for data-movement collectives).
     pub op: Option<RedOp>,
+    /// Whether the points judged were in-place.
     pub in_place: bool,
+    /// Every group of the tier, with its busbw.
     pub groups: Vec<GroupResult>,
+    /// Median of the groups' busbw (GB/s).
     pub median_gbps: f64,
     /// Expected busbw from the topology file (per group), if it gives one.
     pub expected_gbps: Option<f64>,
+    /// The fraction of the expected busbw the worst group must reach.
     pub min_fraction: f64,
     /// Worst group busbw / expected.
     pub worst_vs_expected: Option<f64>,
+    /// Worst group busbw / expected ≥ `min_fraction` (None: no expectation).
     pub meets_expectation: Option<bool>,
 }
 
@@ -71,9 +86,13 @@ impl TierResult {
 /// busbw between every pair of nodes at the largest size (GB/s).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PairMatrix {
+    /// The collective measured.
     pub collective: CollKind,
+    /// Message size the matrix is at (the largest of its pairs).
     pub bytes: u64,
+    /// Host names, in the order of the matrix's rows and columns.
     pub nodes: Vec<String>,
+    /// busbw of each node pair (GB/s), symmetric; None where the pair was not measured.
     pub busbw_gbps: Vec<Vec<Option<f64>>>,
 }
 
@@ -84,15 +103,20 @@ pub struct Finding {
     pub severity: String,
     /// What to suspect: a node ("node3"), a pair ("node0+node2"), a rail, a tier.
     pub subject: String,
+    /// The finding, in words.
     pub text: String,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Default, JsonSchema)]
 pub struct Analysis {
+    /// One verdict per (tier, collective, type, op) measured.
     pub tiers: Vec<TierResult>,
+    /// The node-pair busbw matrices (pairs tier only).
     pub pair_matrices: Vec<PairMatrix>,
+    /// Every finding, in tier order.
     pub findings: Vec<Finding>,
     /// Nodes named as outliers.
     pub outlier_nodes: Vec<String>,
+    /// No finding of severity fail.
     pub pass: bool,
 }

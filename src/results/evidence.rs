@@ -36,6 +36,7 @@ impl ToolStatus {
 pub struct Entry {
     /// The command as run: "nvidia-smi topo -m".
     pub tool: String,
+    /// What became of it.
     pub status: ToolStatus,
     /// Exit code when it ran (None: killed by a signal, or it did not run).
     pub exit_code: Option<i32>,
@@ -52,12 +53,18 @@ pub struct Entry {
 /// A host's index.json.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostIndex {
+    /// Version of index.json's layout.
     pub schema_version: u32,
+    /// The host's name.
     pub host: String,
     /// The host's folder.
     pub dir: PathBuf,
+    /// Version of the burnin that wrote it.
     pub burnin_version: String,
+    /// When the host's collection started, unix seconds.
     pub started_unix: f64,
+    /// Whether the invasive diagnostics ran (--invasive: `dcgmi diag --run 3`).
     pub invasive: bool,
+    /// One entry per tool, in run order.
     pub entries: Vec<Entry>,
 }

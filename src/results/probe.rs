@@ -7,14 +7,19 @@ use serde::{Deserialize, Serialize};
 /// What one rank found.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RankProbe {
+    /// The rank's world rank.
     pub rank: usize,
+    /// Its host name.
     pub host: String,
     /// Node index in the job.
     pub node: usize,
+    /// Its rank among the ranks of its node.
     pub local_rank: usize,
+    /// Ranks on its node.
     pub local_size: usize,
     /// CPUs this process may run on.
     pub cpus: usize,
+    /// MPI library version string.
     pub mpi_version: String,
     /// CUDA driver, its GPUs, or why none.
     pub cuda: GpuInventory,

@@ -31,21 +31,31 @@ pub enum Sampling {
 /// A validated sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Plan {
+    /// Collectives to run, in run order.
     pub collectives: Vec<CollKind>,
+    /// Element types to run.
     pub dtypes: Vec<Dtype>,
+    /// Reduction ops to run (reducing collectives only).
     pub ops: Vec<RedOp>,
+    /// Message sizes in bytes, in run order.
     pub sizes: Vec<u64>,
     /// false = out-of-place, true = in-place, in run order.
     pub placements: Vec<bool>,
+    /// Root rank of rooted collectives (-r), within each group (its last rank where the
+    /// group is smaller).
     pub root: usize,
+    /// Whether every result is checked against the expected values (-c).
     pub check: bool,
+    /// How ranks' times combine into a point's time (-a).
     pub combine: Combine,
+    /// How many timed iterations each point runs.
     pub sampling: Sampling,
 }
 
 /// One measured (collective, type, op, size, placement) on one group of ranks.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Point {
+    /// Version of the run.json / points.jsonl schema.
     pub schema_version: u32,
     /// Topology tier ("world", later "intra", "inter", "rail", "pair").
     pub tier: TierKind,
@@ -57,12 +67,15 @@ pub struct Point {
     pub members: Vec<usize>,
     /// Hosts of the group, deduplicated, in member order.
     pub hosts: Vec<String>,
+    /// The collective measured.
     pub collective: CollKind,
+    /// Its element type.
     pub dtype: Dtype,
     /// Reduction op (None for data-movement collectives).
     pub op: Option<RedOp>,
     /// Root rank within the group (rooted collectives only).
     pub root: Option<usize>,
+    /// Whether the output buffer was the input buffer.
     pub in_place: bool,
     /// Message size (nccl-tests' size column).
     pub bytes: u64,
@@ -70,6 +83,7 @@ pub struct Point {
     pub count: usize,
     /// Timed iterations run (identical on every rank).
     pub iterations: usize,
+    /// Untimed warm-up iterations before the timed ones.
     pub warmup: u32,
     /// Whether adaptive sampling chose the iteration count.
     pub adaptive: bool,
@@ -77,6 +91,7 @@ pub struct Point {
     pub ci_half_width: f64,
     /// The collective's time, ranks combined as `combine` says.
     pub time: TimeStats,
+    /// How the ranks' times were combined into `time`.
     pub combine: Combine,
     /// Each rank's median time (µs), in group-rank order.
     pub rank_p50_us: Vec<f64>,
@@ -84,9 +99,13 @@ pub struct Point {
     pub slowest_rank: usize,
     /// (max − min) / min of the ranks' medians.
     pub rank_spread: f64,
+    /// Algorithm bandwidth at the median time: bytes / time (GB/s).
     pub algbw_gbps: f64,
+    /// Bus bandwidth at the median time: algbw × the collective's bus factor (GB/s).
     pub busbw_gbps: f64,
+    /// Algorithm bandwidth at the mean time (GB/s).
     pub algbw_mean_gbps: f64,
+    /// Bus bandwidth at the mean time (GB/s).
     pub busbw_mean_gbps: f64,
     /// Wrong elements over all ranks (None: not checked).
     pub wrong: Option<u64>,
@@ -106,10 +125,15 @@ pub struct Point {
 /// The whole sweep's results (run.json).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct SweepReport {
+    /// Version of the run.json / points.jsonl schema.
     pub schema_version: u32,
+    /// Always "sweep".
     pub kind: String,
+    /// Where, when and with what the sweep ran.
     pub provenance: Provenance,
+    /// The validated sweep that ran.
     pub plan: Plan,
+    /// Every measured point, in run order.
     pub points: Vec<Point>,
     /// Tier verdicts, outliers and the node-pair matrix.
     pub analysis: Analysis,
@@ -121,7 +145,10 @@ pub struct SweepReport {
     pub transport: Option<TransportReport>,
     /// nccl-tests' footer: average busbw over the world tier's points (GB/s).
     pub avg_busbw_gbps: f64,
+    /// Wrong elements over all points, a count (0 when unchecked).
     pub wrong_total: u64,
+    /// When the sweep finished, unix seconds.
     pub finished_unix: f64,
+    /// pass: no wrong element and the analysis passed; else fail.
     pub outcome: String,
 }

@@ -32,10 +32,15 @@ pub enum DeviceChoice {
 /// The model's shape: what a checkpoint must match to be loaded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ModelConfig {
+    /// Vocabulary size (tokens).
     pub vocab: i64,
+    /// Embedding width; a multiple of `heads`.
     pub width: i64,
+    /// Number of transformer blocks.
     pub depth: i64,
+    /// Attention heads per block.
     pub heads: i64,
+    /// Sequence length, tokens per sample.
     pub seq: i64,
 }
 
@@ -84,8 +89,11 @@ impl ModelConfig {
 /// Which rank dies where (test hook).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DiePoint {
+    /// The checkpoint (after this step) during which the rank dies.
     pub step: u64,
+    /// The point of that checkpoint's write where it SIGKILLs itself.
     pub phase: DiePhase,
+    /// The rank that dies.
     pub rank: usize,
 }
 
@@ -100,21 +108,37 @@ pub enum DiePhase {
 /// Validated training configuration, identical on every rank.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TrainPlan {
+    /// Model size preset the shape and defaults came from.
     pub preset: Preset,
+    /// The model's shape (preset, overridden by flags).
     pub model: ModelConfig,
+    /// Samples per rank per step.
     pub batch: i64,
+    /// AdamW learning rate.
     pub lr: f64,
+    /// Total steps to reach (a resumed run continues up to this step).
     pub steps: u64,
+    /// Seed of the initial weights and of the synthetic data.
     pub seed: u64,
+    /// Where the model was asked to run (--device).
     pub device: DeviceChoice,
+    /// Gradient bucket size for the all-reduce, bytes.
     pub bucket_bytes: u64,
+    /// Checkpoint directory: every rank's shards and rank 0's manifests.
     pub ckpt_dir: PathBuf,
+    /// A checkpoint every this many steps and at the last step (0: never).
     pub ckpt_every: u64,
+    /// Complete checkpoints kept (older ones pruned).
     pub keep: usize,
+    /// Every shard padded to at least this many bytes (--ckpt-bytes).
     pub ckpt_bytes: Option<u64>,
+    /// Continue from the newest checkpoint whose manifest verifies.
     pub resume: bool,
+    /// Folder of run.json and steps.jsonl (None: not written).
     pub out: Option<PathBuf>,
+    /// A progress line every this many steps (0: only the summary).
     pub log_every: u64,
+    /// Test hook: the rank that SIGKILLs itself, and where (--test-die).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub die: Option<DiePoint>,
     /// The fault this run injects (chaos).
@@ -149,7 +173,9 @@ pub struct RankStep {
 /// One line of steps.jsonl.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct StepRecord {
+    /// Version of the train run.json / steps.jsonl schema.
     pub schema_version: u32,
+    /// The step, from 1.
     pub step: u64,
     /// Mean of the ranks' losses (each on its own batch), summed in rank order.
     pub loss: f64,
@@ -172,6 +198,7 @@ pub struct StepRecord {
     /// The checkpoint written after this step, if any.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub checkpoint: Option<CkptWrite>,
+    /// When rank 0 combined the step's numbers, unix seconds.
     pub unix: f64,
 }
 
@@ -242,6 +269,7 @@ impl IoRate {
 /// size, written and read the same way.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct StorageReport {
+    /// The checkpoint directory measured.
     pub dir: PathBuf,
     /// Bytes of one rank's shard.
     pub shard_bytes: u64,
@@ -277,14 +305,21 @@ pub struct Determinism {
 /// run.json of `burnin train`.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct TrainReport {
+    /// Version of the train run.json / steps.jsonl schema.
     pub schema_version: u32,
+    /// Always "train".
     pub kind: String,
+    /// Where, when and with what the run ran.
     pub provenance: Provenance,
+    /// The validated training configuration.
     pub plan: TrainPlan,
     /// "cpu" or "cuda".
     pub device: String,
+    /// How determinism was asked for, and what libtorch reports.
     pub determinism: Determinism,
+    /// Model parameters, a count.
     pub parameters: u64,
+    /// Gradient buckets each step's all-reduce exchanges, a count.
     pub buckets: usize,
     /// Each gradient bucket's size in bytes, in exchange order.
     #[serde(default)]
@@ -305,6 +340,7 @@ pub struct TrainReport {
     pub first_step: u64,
     /// Last step executed (= plan.steps when it ran to the end).
     pub last_step: u64,
+    /// Steps this run executed, a count.
     pub steps_run: u64,
     /// Over the steps of this run, slowest rank per step.
     pub step_time: TimeStats,
@@ -313,12 +349,17 @@ pub struct TrainReport {
     /// Shares of the step time, summed over ranks and steps. The all-reduce share
     /// includes waiting for the slowest rank to arrive.
     pub compute_fraction: f64,
+    /// Gradient exchange's share of the step time, 0..1.
     pub comm_fraction: f64,
+    /// The all-reduce calls' share of the step time, 0..1.
     pub allreduce_fraction: f64,
+    /// The optimizer update's share of the step time, 0..1.
     pub optimizer_fraction: f64,
     /// Loss of each executed step, from first_step on.
     pub losses: Vec<f64>,
+    /// The checkpoints this run wrote, in step order.
     pub checkpoints: Vec<CkptWrite>,
+    /// The checkpoint directory's speed (None: no checkpoint written or measured).
     pub storage: Option<StorageReport>,
     /// sha256 of the final weights (compare runs with it).
     pub final_weights_sha256: String,
@@ -326,14 +367,18 @@ pub struct TrainReport {
     pub replicas_agree: bool,
     /// Problems that make the outcome "fail".
     pub problems: Vec<String>,
+    /// pass, or fail when `problems` is not empty.
     pub outcome: String,
+    /// When the report was made, unix seconds.
     pub finished_unix: f64,
 }
 
 /// A checkpoint write as the records show it (complete on rank 0).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CkptWrite {
+    /// The step after which it was written.
     pub step: u64,
+    /// The checkpoint's folder (CKPT_DIR/step-NNNNNNNNN).
     pub dir: PathBuf,
     /// Bytes over all shards.
     pub bytes: u64,
@@ -358,7 +403,9 @@ pub struct CkptWrite {
 /// What a resume did.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RestoreRecord {
+    /// The step of the checkpoint restored.
     pub step: u64,
+    /// The checkpoint's folder (CKPT_DIR/step-NNNNNNNNN).
     pub dir: PathBuf,
     /// Bytes over all shards.
     pub bytes: u64,

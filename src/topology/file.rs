@@ -38,12 +38,17 @@ use std::path::Path;
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Topology {
+    /// Short name of the reservation type ("hgx-h200-ib").
     pub name: String,
+    /// Free text ("8x H200 SXM per node, NVLink 4, 8x 400G InfiniBand").
     #[serde(default)]
     pub description: String,
+    /// What one node holds.
     pub node: NodeSpec,
+    /// The link inside a node and the busbw it should deliver.
     #[serde(default)]
     pub intra: Option<LinkSpec>,
+    /// The link between nodes and the busbw it should deliver.
     #[serde(default)]
     pub inter: Option<LinkSpec>,
     /// Explicit expectation for node-pair groups (all ranks of two nodes); derived
@@ -53,6 +58,7 @@ pub struct Topology {
     /// Explicit expectation for the whole world across nodes; derived when absent.
     #[serde(default)]
     pub world: Option<LinkSpec>,
+    /// How far below the expectations a tier or group may fall.
     #[serde(default)]
     pub acceptance: Acceptance,
 }
@@ -83,21 +89,28 @@ pub struct LinkSpec {
     /// nvlink3 | nvlink4 | nvlink5 | pcie | shm (intra); infiniband | roce | ethernet | veth (inter).
     #[serde(default)]
     pub link: Option<String>,
+    /// NVLinks per GPU (intra; optional).
     #[serde(default)]
     pub nvlinks_per_gpu: Option<u32>,
+    /// NICs per node (inter).
     #[serde(default)]
     pub nics: Option<usize>,
+    /// infiniband, roce, ethernet or veth (inter).
     #[serde(default)]
     pub nic_kind: Option<String>,
     /// Per-NIC line rate, Gbit/s.
     #[serde(default)]
     pub nic_rate_gbit: Option<f64>,
+    /// Expected all_reduce busbw at large sizes, GB/s.
     #[serde(default)]
     pub all_reduce_busbw_gbps: Option<f64>,
+    /// Expected all_gather busbw at large sizes, GB/s.
     #[serde(default)]
     pub all_gather_busbw_gbps: Option<f64>,
+    /// Expected reduce_scatter busbw at large sizes, GB/s (default: all_gather's).
     #[serde(default)]
     pub reduce_scatter_busbw_gbps: Option<f64>,
+    /// Expected alltoall busbw at large sizes, GB/s.
     #[serde(default)]
     pub alltoall_busbw_gbps: Option<f64>,
     /// This tier's own outlier fraction (instead of `[acceptance] outlier_fraction`),
@@ -124,10 +137,14 @@ impl LinkSpec {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Acceptance {
+    /// A tier whose slowest group is below this fraction of its expectation fails
+    /// (default 0.9).
     #[serde(default = "default_min_fraction")]
     pub min_fraction: f64,
+    /// A group below this fraction of its tier's median is an outlier (default 0.8).
     #[serde(default = "default_outlier_fraction")]
     pub outlier_fraction: f64,
+    /// busbw is judged at sizes ≥ this, bytes (None: the largest swept).
     #[serde(default)]
     pub large_message: Option<Bytes>,
 }
