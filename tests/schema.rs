@@ -210,3 +210,40 @@ fn a_record_with_a_wrong_field_type_is_refused() {
     missing.as_object_mut().unwrap().remove("schema_version");
     assert!(!v.is_valid(&missing), "schema_version is required");
 }
+
+/// Every field of every record says what it holds (and its unit, where the name does
+/// not): its `///` doc, which becomes the schema's description.
+#[test]
+fn every_field_of_every_record_is_documented() {
+    fn walk(v: &Value, at: &str, missing: &mut Vec<String>) {
+        if let Some(props) = v.get("properties").and_then(Value::as_object) {
+            for (name, p) in props {
+                if p.get("description").is_none() {
+                    missing.push(format!("{at}.{name}"));
+                }
+            }
+        }
+        if let Some(defs) = v.get("$defs").and_then(Value::as_object) {
+            for (name, d) in defs {
+                walk(d, name, missing);
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    let mut fields = 0;
+    for k in kinds() {
+        let v = serde_json::to_value(&k.schema).unwrap();
+        fields += v
+            .get("properties")
+            .and_then(Value::as_object)
+            .map_or(0, |p| p.len());
+        walk(&v, k.file, &mut missing);
+    }
+    assert!(fields > 100, "only {fields} top-level fields seen");
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "record fields without a doc comment: {missing:?}"
+    );
+}
