@@ -411,27 +411,28 @@ impl Default for ChaosCriteria {
     }
 }
 
-/// The 1-based line of `key` inside `[table]` (dotted, "" for the top level), for
-/// errors found after parsing.
+/// The 1-based line of `key` inside `[table]` (dotted, "" for the top level; in an
+/// array of tables, the first that has the key), for errors found after parsing. The
+/// position comes from toml_edit's spans of the parsed document.
 pub fn line_of(text: &str, table: &str, key: &str) -> Option<usize> {
-    let mut current = String::new();
-    for (i, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if let Some(h) = line.strip_prefix('[') {
-            let name = h.trim_start_matches('[');
-            let end = name.find(']').unwrap_or(name.len());
-            current = name[..end].trim().to_string();
-            continue;
-        }
-        if current == table {
-            if let Some(rest) = line.strip_prefix(key) {
-                if rest.trim_start().starts_with('=') {
-                    return Some(i + 1);
-                }
-            }
-        }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut tables: Vec<&toml_edit::Table> = vec![doc.as_table()];
+    for part in table.split('.').filter(|p| !p.is_empty()) {
+        tables = tables
+            .iter()
+            .filter_map(|t| t.get(part))
+            .flat_map(|item| match item {
+                toml_edit::Item::Table(t) => vec![t],
+                toml_edit::Item::ArrayOfTables(a) => a.iter().collect(),
+                _ => Vec::new(),
+            })
+            .collect();
     }
-    None
+    let at = tables
+        .iter()
+        .find_map(|t| t.key(key).and_then(|k| k.span()))?
+        .start;
+    Some(text[..at].matches('\n').count() + 1)
 }
 
 impl Card {

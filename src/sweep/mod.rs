@@ -25,7 +25,7 @@ use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use crate::world::{self, World};
 use analysis::Rules;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 pub use args::SweepArgs;
 use mpi::collective::{CommunicatorCollectives, SystemOperation};
 use mpi::topology::Communicator;
@@ -785,28 +785,14 @@ impl Sink {
 
 /// Open `--out` on rank 0 and tell every rank whether that worked (an agreed error).
 fn open_out(world: &World, out: Option<&PathBuf>) -> Result<Option<Jsonl>> {
-    let mut file = None;
-    let mut problem: Option<String> = None;
-    if world.rank == 0 {
-        if let Some(dir) = out {
-            match results::create_out_dir(dir, "--out").and_then(|_| {
-                let p = dir.join("points.jsonl");
-                let _ = std::fs::remove_file(&p);
-                let _ = std::fs::remove_file(dir.join("run.json"));
-                let _ = std::fs::remove_file(dir.join("interrupted.txt"));
-                crate::interrupt::set_note_file(dir.join("interrupted.txt"));
-                Jsonl::open(&p)
-            }) {
-                Ok(j) => file = Some(j),
-                Err(e) => problem = Some(format!("{e:#}")),
-            }
-        }
-    }
-    let problem: Option<String> = world.broadcast_json(Some(&problem))?;
-    if let Some(p) = problem {
-        bail!(Agreed(p));
-    }
-    Ok(file)
+    results::open_records_on_rank0(world, out.map(PathBuf::as_path), |dir| {
+        let p = dir.join("points.jsonl");
+        let _ = std::fs::remove_file(&p);
+        let _ = std::fs::remove_file(dir.join("run.json"));
+        let _ = std::fs::remove_file(dir.join("interrupted.txt"));
+        crate::interrupt::set_note_file(dir.join("interrupted.txt"));
+        p
+    })
 }
 
 /// Everything one group measures, in order; `live` is called on each point as soon

@@ -141,29 +141,14 @@ fn setup_determinism(device: Device) -> Result<Determinism> {
 
 /// Open --out on rank 0 (steps.jsonl truncated unless resuming); an agreed error.
 fn open_out(world: &World, plan: &TrainPlan) -> Result<Option<Jsonl>> {
-    let mut file = None;
-    let mut problem: Option<String> = None;
-    if world.rank == 0 {
-        if let Some(dir) = &plan.out {
-            let opened = results::create_out_dir(dir, "--out").and_then(|_| {
-                let p = dir.join("steps.jsonl");
-                if !plan.resume {
-                    let _ = std::fs::remove_file(&p);
-                }
-                let _ = std::fs::remove_file(dir.join("run.json"));
-                Jsonl::open(&p)
-            });
-            match opened {
-                Ok(j) => file = Some(j),
-                Err(e) => problem = Some(format!("{e:#}")),
-            }
+    results::open_records_on_rank0(world, plan.out.as_deref(), |dir| {
+        let p = dir.join("steps.jsonl");
+        if !plan.resume {
+            let _ = std::fs::remove_file(&p);
         }
-    }
-    let problem: Option<String> = world.broadcast_json(Some(&problem))?;
-    if let Some(p) = problem {
-        bail!(Agreed(p));
-    }
-    Ok(file)
+        let _ = std::fs::remove_file(dir.join("run.json"));
+        p
+    })
 }
 
 fn device_name(d: Device) -> String {
