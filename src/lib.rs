@@ -9,6 +9,7 @@ pub mod chaos;
 pub mod cli;
 pub mod collective;
 pub mod config;
+pub mod dcgm;
 pub mod error;
 pub mod evidence;
 pub mod fabric;

@@ -18,6 +18,8 @@
 use crate::card::Card;
 use crate::kinds::Node;
 use crate::results::acceptance::{AcceptanceRecord, JobRecord};
+use crate::results::chaos::{ChaosReport, Trial};
+use crate::results::probe::RankProbe;
 use crate::results::sweep::{Point, SweepReport};
 use crate::results::train::{CkptWrite, StepRecord, TrainReport};
 pub use crate::results::{
@@ -71,6 +73,23 @@ pub struct ProbeRow {
 }
 
 impl ProbeRow {
+    /// The row of one rank's probe record.
+    fn from_probe(p: &RankProbe) -> ProbeRow {
+        ProbeRow {
+            rank: p.rank,
+            host: p.host.clone(),
+            node: p.node,
+            local_rank: p.local_rank,
+            gpu: p.cuda.gpus.get(p.local_rank).map(|g| g.name.clone()),
+            driver: p.cuda.driver_version.clone(),
+            nccl: p.nccl_version.clone(),
+            libtorch: p.libtorch_version.clone(),
+            mpi: p.mpi_version.clone(),
+            cuda_gpus: p.cuda.gpus.iter().map(|g| g.name.clone()).collect(),
+            fabric: p.fabric.clone(),
+        }
+    }
+
     fn from_value(v: &Value) -> ProbeRow {
         let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
         let n = |k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0) as usize;
@@ -208,6 +227,39 @@ pub struct ChaosTrial {
 }
 
 impl ChaosTrial {
+    /// The report's view of one of burnin's own trial records.
+    fn from_trial(index: usize, t: &Trial) -> ChaosTrial {
+        let mut events: Vec<(String, f64)> = Vec::new();
+        for m in &t.timeline {
+            if let Some(e) = canonical_event(&m.event) {
+                if !events.iter().any(|(n, _)| n == e) {
+                    events.push((e.to_string(), m.unix));
+                }
+            }
+        }
+        events.sort_by_key(|(n, _)| CHAOS_EVENTS.iter().position(|e| e == n));
+        let at = |n: &str| events.iter().find(|e| e.0 == n).map(|e| e.1);
+        let since_inject = |n: &str| Some(at(n)? - at("inject")?).filter(|d| *d >= 0.0);
+        let flags: Vec<bool> = [t.parity.weights_match, t.parity.losses_match]
+            .into_iter()
+            .flatten()
+            .collect();
+        ChaosTrial {
+            index,
+            kind: t.fault.clone(),
+            detect_s: t.times.detect_s.or_else(|| since_inject("detect")),
+            recovery_s: t
+                .times
+                .total_recovery_s
+                .or_else(|| since_inject("first_step")),
+            steps_lost: t.steps_lost.map(|s| s as f64),
+            hung: Some(t.hung),
+            outcome: Some(t.outcome.clone()),
+            parity: (!flags.is_empty()).then(|| flags.iter().all(|b| *b)),
+            events,
+        }
+    }
+
     pub fn event(&self, name: &str) -> Option<f64> {
         self.events.iter().find(|e| e.0 == name).map(|e| e.1)
     }
@@ -352,14 +404,26 @@ fn parity(t: &Value) -> Option<bool> {
 
 impl ChaosData {
     pub fn from_value(dir: &Path, raw: Value) -> ChaosData {
-        let trials = ["trials", "runs", "results"]
-            .iter()
-            .find_map(|k| raw.get(*k).and_then(Value::as_array))
-            .map(|a| {
-                a.iter()
+        // burnin's own chaos.json through its type; any other shape field by field
+        let typed = serde_json::from_value::<ChaosReport>(raw.clone()).ok();
+        let trials = typed
+            .map(|r| {
+                r.trials
+                    .iter()
                     .enumerate()
-                    .map(|(i, t)| parse_trial(i, t))
+                    .map(|(i, t)| ChaosTrial::from_trial(i, t))
                     .collect()
+            })
+            .or_else(|| {
+                ["trials", "runs", "results"]
+                    .iter()
+                    .find_map(|k| raw.get(*k).and_then(Value::as_array))
+                    .map(|a| {
+                        a.iter()
+                            .enumerate()
+                            .map(|(i, t)| parse_trial(i, t))
+                            .collect()
+                    })
             })
             .unwrap_or_default();
         let mut summary = Vec::new();
@@ -507,7 +571,11 @@ fn load_probe(path: &Path) -> Result<Option<Vec<ProbeRow>>> {
     let rows = v
         .as_array()
         .ok_or_else(|| anyhow!("{}: expected a list of ranks", path.display()))?;
-    Ok(Some(rows.iter().map(ProbeRow::from_value).collect()))
+    // burnin's own records through their type; an older or partial file field by field
+    match serde_json::from_value::<Vec<RankProbe>>(v.clone()) {
+        Ok(ranks) => Ok(Some(ranks.iter().map(ProbeRow::from_probe).collect())),
+        Err(_) => Ok(Some(rows.iter().map(ProbeRow::from_value).collect())),
+    }
 }
 
 fn load_chaos(dir: &Path) -> Result<Option<ChaosData>> {

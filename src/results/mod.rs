@@ -12,6 +12,7 @@ pub mod acceptance;
 pub mod analysis;
 pub mod chaos;
 pub mod comm;
+pub mod dcgm;
 pub mod evidence;
 pub mod probe;
 pub mod provenance;
