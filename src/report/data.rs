@@ -237,9 +237,8 @@ impl ChaosTrial {
                 }
             }
         }
-        events.sort_by_key(|(n, _)| CHAOS_EVENTS.iter().position(|e| e == n));
-        let at = |n: &str| events.iter().find(|e| e.0 == n).map(|e| e.1);
-        let since_inject = |n: &str| Some(at(n)? - at("inject")?).filter(|d| *d >= 0.0);
+        sort_events(&mut events);
+        let since_inject = |n: &str| since_inject(&events, n);
         let flags: Vec<bool> = [t.parity.weights_match, t.parity.losses_match]
             .into_iter()
             .flatten()
@@ -255,7 +254,7 @@ impl ChaosTrial {
             steps_lost: t.steps_lost.map(|s| s as f64),
             hung: Some(t.hung),
             outcome: Some(t.outcome.clone()),
-            parity: (!flags.is_empty()).then(|| flags.iter().all(|b| *b)),
+            parity: all_hold(&flags),
             events,
         }
     }
@@ -339,7 +338,7 @@ pub fn parse_trial(index: usize, t: &Value) -> ChaosTrial {
             }
         }
     }
-    events.sort_by_key(|(n, _)| CHAOS_EVENTS.iter().position(|e| e == n));
+    sort_events(&mut events);
     // Durations may sit on the trial or in a `times` object of it.
     let f = |keys: &[&str]| {
         keys.iter().find_map(|k| {
@@ -348,8 +347,7 @@ pub fn parse_trial(index: usize, t: &Value) -> ChaosTrial {
                 .or_else(|| t.get("times")?.get(*k)?.as_f64())
         })
     };
-    let at = |n: &str| events.iter().find(|e| e.0 == n).map(|e| e.1);
-    let since_inject = |n: &str| Some(at(n)? - at("inject")?).filter(|d| *d >= 0.0);
+    let since_inject = |n: &str| since_inject(&events, n);
     let outcome = ["outcome", "result", "status"]
         .iter()
         .find_map(|k| t.get(*k).and_then(Value::as_str))
@@ -387,6 +385,22 @@ pub fn parse_trial(index: usize, t: &Value) -> ChaosTrial {
     }
 }
 
+/// Events in [`CHAOS_EVENTS`] order.
+fn sort_events(events: &mut [(String, f64)]) {
+    events.sort_by_key(|(n, _)| CHAOS_EVENTS.iter().position(|e| e == n));
+}
+
+/// Seconds from the inject event to `name`, when both are there in that order.
+fn since_inject(events: &[(String, f64)], name: &str) -> Option<f64> {
+    let at = |n: &str| events.iter().find(|e| e.0 == n).map(|e| e.1);
+    Some(at(name)? - at("inject")?).filter(|d| *d >= 0.0)
+}
+
+/// Whether every stated flag holds; None when none is stated.
+fn all_hold(flags: &[bool]) -> Option<bool> {
+    (!flags.is_empty()).then(|| flags.iter().all(|b| *b))
+}
+
 /// `parity: true`, or `parity: {weights_match, losses_match}` (both must hold).
 fn parity(t: &Value) -> Option<bool> {
     match t.get("parity")? {
@@ -396,7 +410,7 @@ fn parity(t: &Value) -> Option<bool> {
                 .iter()
                 .filter_map(|k| o.get(*k).and_then(Value::as_bool))
                 .collect();
-            (!flags.is_empty()).then(|| flags.iter().all(|b| *b))
+            all_hold(&flags)
         }
         _ => None,
     }
