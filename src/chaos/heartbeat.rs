@@ -263,10 +263,19 @@ impl HeartbeatView {
         }
         let ages = self.ages();
         let age = |r: usize| ages.iter().find(|(p, _, _)| *p == r).and_then(|x| x.1);
-        let (alive, silent): (Vec<usize>, Vec<usize>) = missing
+        let (alive, mut silent): (Vec<usize>, Vec<usize>) = missing
             .iter()
             .copied()
             .partition(|&r| age(r).is_some_and(|a| a < SILENT));
+        // A link cut between two ranks' check-ins: one rank of the node arrived, the
+        // other did not, and both have been silent since. Name them together.
+        let arrived_then_silent: Vec<usize> = ages
+            .iter()
+            .filter(|(p, a, _)| !missing.contains(p) && a.is_none_or(|a| a >= SILENT))
+            .map(|x| x.0)
+            .collect();
+        silent.extend(&arrived_then_silent);
+        silent.sort_unstable();
         let mut parts = Vec::new();
         if !alive.is_empty() {
             parts.push(format!(
@@ -280,11 +289,18 @@ impl HeartbeatView {
                 .map(|&r| age(r).unwrap_or_else(|| self.running_for()))
                 .min()
                 .unwrap_or_default();
-            parts.push(format!(
+            let mut part = format!(
                 "{} silent for >= {:.1} s: dead or cut off",
                 super::checkin::describe_ranks(&silent, nodes, node_of),
                 least.as_secs_f64()
-            ));
+            );
+            if !arrived_then_silent.is_empty() {
+                part.push_str(&format!(
+                    " ({} checked in, then fell silent)",
+                    super::checkin::describe_ranks(&arrived_then_silent, nodes, node_of)
+                ));
+            }
+            parts.push(part);
         }
         parts.join("; ")
     }
@@ -559,5 +575,68 @@ trait Elapsed {
 impl Elapsed for Option<Instant> {
     fn is_none_or_elapsed(&self, d: Duration) -> bool {
         self.map_or(true, |t| t.elapsed() >= d)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(last_heard_ms_ago: &[Option<u64>]) -> HeartbeatView {
+        let now = Instant::now();
+        let size = last_heard_ms_ago.len();
+        let last = last_heard_ms_ago
+            .iter()
+            .map(|a| a.map(|ms| (now - Duration::from_millis(ms), 7)))
+            .collect();
+        HeartbeatView {
+            rank: 0,
+            size,
+            running: true,
+            heard: Arc::new(Mutex::new(Heard {
+                started: now - Duration::from_secs(30),
+                last,
+                done: vec![false; size],
+            })),
+        }
+    }
+
+    fn cluster() -> (Vec<Node>, Vec<usize>) {
+        let nodes = (0..3)
+            .map(|i| Node {
+                index: i,
+                host: format!("node{i}"),
+                ranks: vec![2 * i, 2 * i + 1],
+            })
+            .collect();
+        (nodes, vec![0, 0, 1, 1, 2, 2])
+    }
+
+    #[test]
+    fn a_cut_node_is_named_whole_even_when_one_of_its_ranks_checked_in_first() {
+        let (nodes, node_of) = cluster();
+        // rank 4 checked in, then the link of node2 was cut before rank 5 did.
+        let v = view(&[Some(0), Some(100), Some(100), Some(100), Some(2900), Some(3200)]);
+        let line = v.classify(&[5], &nodes, &node_of);
+        assert!(
+            line.starts_with("ranks 4, 5 (every rank of node2) silent for >= 2.9 s"),
+            "{line}"
+        );
+        assert!(line.ends_with("(rank 4 (node2) checked in, then fell silent)"), "{line}");
+    }
+
+    #[test]
+    fn a_hung_rank_is_alive_and_a_dead_one_silent() {
+        let (nodes, node_of) = cluster();
+        let v = view(&[Some(0), Some(100), Some(100), Some(100), Some(100), Some(100)]);
+        assert_eq!(
+            v.classify(&[3], &nodes, &node_of),
+            "rank 3 (node1) still sends heartbeats: alive but not progressing (hung)"
+        );
+        let v = view(&[Some(0), Some(100), Some(100), Some(100), Some(100), Some(3000)]);
+        assert_eq!(
+            v.classify(&[5], &nodes, &node_of),
+            "rank 5 (node2) silent for >= 3.0 s: dead or cut off"
+        );
     }
 }
