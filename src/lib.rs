@@ -15,6 +15,7 @@ pub mod evidence;
 pub mod fabric;
 pub mod fault;
 pub mod gpu;
+pub mod health;
 pub mod interrupt;
 pub mod kinds;
 pub mod mpi_log;

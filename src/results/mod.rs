@@ -14,6 +14,7 @@ pub mod chaos;
 pub mod comm;
 pub mod dcgm;
 pub mod evidence;
+pub mod gpu;
 pub mod probe;
 pub mod provenance;
 pub mod smoke;
