@@ -55,7 +55,7 @@ pub struct RunArgs {
     /// Results folder (default: results/<UTC time>-<card name>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Run only these of the card's phases (comma list of probe, sweep, train, chaos);
+    /// Run only these of the card's phases (comma list of probe, gpu, sweep, train, chaos);
     /// the others' criteria are NOT RUN.
     #[arg(long, value_name = "LIST")]
     pub phases: Option<String>,
@@ -266,6 +266,7 @@ fn wrote_final_record(name: &str, dir: &Path, since: f64) -> bool {
     let file = match name {
         "probe" => "probe.json",
         "sweep" | "train" | "train-part" | "train-resume" => "run.json",
+        "gpu" | "gpu-after" => "gpu.json",
         _ => return false,
     };
     let Ok(meta) = std::fs::metadata(dir.join(file)) else {
@@ -303,7 +304,7 @@ fn select_phases(card: &Card, only: Option<&str>) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if !PHASES.contains(&p) {
-            bail!("--phases: unknown phase '{p}' (probe, sweep, train, chaos)");
+            bail!("--phases: unknown phase '{p}' (probe, gpu, sweep, train, chaos)");
         }
         if !have.contains(&p) {
             bail!("--phases: the card has no [{p}] section");
@@ -386,6 +387,55 @@ fn sweep_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
     a.push(path_text(dir));
     a.extend(s.args.iter().cloned());
     a
+}
+
+/// The `burnin gpu` flags of the card's [gpu] section.
+fn gpu_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
+    let Some(g) = &card.gpu else {
+        return Vec::new();
+    };
+    let mut a: Vec<String> = vec!["gpu".into()];
+    if let Some(b) = g.burn_s {
+        a.extend(["--burn".into(), b.to_string()]);
+    }
+    if let Some(b) = g.copy_bytes {
+        a.extend(["--copy-bytes".into(), b.to_string()]);
+    }
+    if g.dcgm_diag.unwrap_or(g.criteria.dcgm_diag) {
+        a.push("--dcgm-diag".into());
+    }
+    if let Some(t) = topo {
+        a.extend(["--topology".into(), path_text(t)]);
+    }
+    a.extend(["--out".into(), path_text(dir)]);
+    a.extend(g.args.iter().cloned());
+    a
+}
+
+/// After the last phase: every GPU's error counters once more, so the GPU criteria
+/// compare the start of the GPU phase with the end of the whole acceptance.
+fn gpu_counters_after(r: &mut Runner) -> Result<()> {
+    let measured = std::fs::read_to_string(r.out.join("gpu").join("gpu.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<crate::results::gpu::GpuReport>(&t).ok())
+        .is_some_and(|g| g.error.is_none());
+    if !measured {
+        return r.not_run(
+            "gpu",
+            "gpu-after",
+            JobStatus::Skipped,
+            "the GPU phase measured no GPU: no counters to compare".into(),
+        );
+    }
+    let dir = r.out.join("gpu-after");
+    let argv = r.under_launcher(&[
+        "gpu".into(),
+        "--counters-only".into(),
+        "--out".into(),
+        path_text(&dir),
+    ]);
+    r.job("gpu", "gpu-after", argv, 300.0)?;
+    Ok(())
 }
 
 fn train_args(
@@ -500,6 +550,9 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
             break;
         }
         run_phase(&mut r, &card, phase, plan.topo_path.as_deref())?;
+    }
+    if plan.phases.iter().any(|p| p == "gpu") && !process::stop_requested() {
+        gpu_counters_after(&mut r)?;
     }
     let interrupted = process::stop_requested();
     finish(&mut r, interrupted)
@@ -616,6 +669,11 @@ fn run_phase(r: &mut Runner, card: &Card, phase: &str, topo_path: Option<&Path>)
                 path_text(&dir.join("probe.json")),
             ]);
             r.job("probe", "probe", argv, t)?;
+        }
+        "gpu" => {
+            let t = secs(card.gpu.as_ref().and_then(|g| g.timeout_s), 900.0);
+            let argv = r.under_launcher(&gpu_args(card, topo_path, &out.join("gpu")));
+            r.job("gpu", "gpu", argv, t)?;
         }
         "sweep" => {
             let t = secs(card.sweep.as_ref().and_then(|s| s.timeout_s), 1800.0);

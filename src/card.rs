@@ -87,7 +87,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The phases, in the order they run.
-pub const PHASES: [&str; 4] = ["probe", "sweep", "train", "chaos"];
+pub const PHASES: [&str; 5] = ["probe", "gpu", "sweep", "train", "chaos"];
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -115,6 +115,9 @@ pub struct Card {
     /// The probe phase (runs when present).
     #[serde(default)]
     pub probe: Option<ProbeSpec>,
+    /// The GPU health phase (runs when present).
+    #[serde(default)]
+    pub gpu: Option<GpuPhaseSpec>,
     /// The sweep phase (runs when present).
     #[serde(default)]
     pub sweep: Option<SweepSpec>,
@@ -280,6 +283,105 @@ impl Default for SweepCriteria {
             zero_wrong: true,
             judge_tiers: Vec::new(),
             nccl_transport_required: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuPhaseSpec {
+    /// Seconds of compute burn per GPU (--burn; default 60).
+    #[serde(default)]
+    pub burn_s: Option<f64>,
+    /// Bytes of each host/device and device-local copy (--copy-bytes).
+    #[serde(default)]
+    pub copy_bytes: Option<Bytes>,
+    /// Run `dcgmi diag -r 1 -j` on each node after the burn when DCGM is installed
+    /// (--dcgm-diag; default: when the criterion `dcgm_diag` is on).
+    #[serde(default)]
+    pub dcgm_diag: Option<bool>,
+    /// Further `burnin gpu` flags, passed verbatim.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The phase's bound, seconds (default 900).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// What every GPU must reach.
+    #[serde(default)]
+    pub criteria: GpuCriteria,
+}
+
+/// The GPU health criteria. Fractions are of the topology's `[gpu]` numbers; a
+/// criterion whose number the topology lacks (and that has no absolute floor) is NOT
+/// RUN with that reason.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuCriteria {
+    /// Host→device and device→host (pinned) floor, GB/s.
+    #[serde(default)]
+    pub min_host_copy_gbps: Option<f64>,
+    /// Host copies as a fraction of the topology's `host_copy_gbps`.
+    #[serde(default)]
+    pub min_host_copy_fraction: Option<f64>,
+    /// Device-local memory bandwidth as a fraction of the topology's `memory_gbps`.
+    #[serde(default)]
+    pub min_memory_fraction: Option<f64>,
+    /// Every pair's peer copy as a fraction of the topology's `peer_gbps`.
+    #[serde(default)]
+    pub min_peer_fraction: Option<f64>,
+    /// No pair below `pair_outlier_fraction` × its node's median pair.
+    #[serde(default = "yes")]
+    pub no_pair_outlier: bool,
+    /// What "below the median pair" means (default 0.8).
+    #[serde(default)]
+    pub pair_outlier_fraction: Option<f64>,
+    /// Burn floor per GPU, TFLOP/s.
+    #[serde(default)]
+    pub min_tflops: Option<f64>,
+    /// Burn per GPU as a fraction of the topology's `fp32_tflops`.
+    #[serde(default)]
+    pub min_tflops_fraction: Option<f64>,
+    /// Largest spread of the burn's TFLOP/s across all GPUs: (fastest − slowest) /
+    /// fastest (0.1 = the slowest is within 10% of the fastest).
+    #[serde(default)]
+    pub max_tflops_spread: Option<f64>,
+    /// Largest share of the burn a GPU may spend throttled (thermal, HW slowdown,
+    /// power brake, sync boost; not idle and not the software power cap), 0..1.
+    #[serde(default)]
+    pub max_throttled_share: Option<f64>,
+    /// Every GPU's PCIe link at its maximum generation and width under load.
+    #[serde(default = "yes")]
+    pub pcie_at_max: bool,
+    /// No new uncorrected ECC error, row-remapping failure or pending retirement, and
+    /// no XID event, from the start of the phase to the end of the acceptance.
+    #[serde(default = "yes")]
+    pub zero_new_errors: bool,
+    /// Every copy verified and every burn result right.
+    #[serde(default = "yes")]
+    pub zero_wrong: bool,
+    /// DCGM's diagnostic (`dcgmi diag -r 1`) passed every test on every node (NOT
+    /// RUN where DCGM is not installed).
+    #[serde(default)]
+    pub dcgm_diag: bool,
+}
+
+impl Default for GpuCriteria {
+    fn default() -> Self {
+        GpuCriteria {
+            min_host_copy_gbps: None,
+            min_host_copy_fraction: None,
+            min_memory_fraction: None,
+            min_peer_fraction: None,
+            no_pair_outlier: true,
+            pair_outlier_fraction: None,
+            min_tflops: None,
+            min_tflops_fraction: None,
+            max_tflops_spread: None,
+            max_throttled_share: None,
+            pcie_at_max: true,
+            zero_new_errors: true,
+            zero_wrong: true,
+            dcgm_diag: false,
         }
     }
 }
@@ -476,6 +578,7 @@ impl Card {
             .into_iter()
             .filter(|p| match *p {
                 "probe" => self.probe.is_some(),
+                "gpu" => self.gpu.is_some(),
                 "sweep" => self.sweep.is_some(),
                 "train" => self.train.is_some(),
                 _ => self.chaos.is_some(),
@@ -493,6 +596,9 @@ impl Card {
         if let Some(p) = &self.probe {
             p.validate(&cx)?;
         }
+        if let Some(g) = &self.gpu {
+            g.validate(&cx)?;
+        }
         if let Some(s) = &self.sweep {
             s.validate(&cx)?;
         }
@@ -504,7 +610,7 @@ impl Card {
         }
         if self.phases().is_empty() {
             return Err(anyhow!(
-                "{file}: no phase to run: add at least one of [probe], [sweep], [train], [chaos]"
+                "{file}: no phase to run: add at least one of [probe], [gpu], [sweep], [train], [chaos]"
             ));
         }
         Ok(())
@@ -693,6 +799,35 @@ impl SweepCriteria {
             self.min_fraction_of_expected,
         )?;
         cx.fraction("sweep.criteria", "outlier_fraction", self.outlier_fraction)
+    }
+}
+
+impl GpuPhaseSpec {
+    fn validate(&self, cx: &Field) -> Result<()> {
+        cx.positive("gpu", "burn_s", self.burn_s)?;
+        cx.positive("gpu", "timeout_s", self.timeout_s)?;
+        if self.copy_bytes.is_some_and(|b| b.get() == 0) {
+            return Err(anyhow!(
+                "{}: must be at least 1 byte",
+                cx.at("gpu", "copy_bytes")
+            ));
+        }
+        let c = &self.criteria;
+        let t = "gpu.criteria";
+        cx.positive(t, "min_host_copy_gbps", c.min_host_copy_gbps)?;
+        cx.positive(t, "min_tflops", c.min_tflops)?;
+        for (key, v) in [
+            ("min_host_copy_fraction", c.min_host_copy_fraction),
+            ("min_memory_fraction", c.min_memory_fraction),
+            ("min_peer_fraction", c.min_peer_fraction),
+            ("pair_outlier_fraction", c.pair_outlier_fraction),
+            ("min_tflops_fraction", c.min_tflops_fraction),
+            ("max_tflops_spread", c.max_tflops_spread),
+            ("max_throttled_share", c.max_throttled_share),
+        ] {
+            cx.fraction(t, key, v)?;
+        }
+        Ok(())
     }
 }
 

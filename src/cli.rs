@@ -12,6 +12,7 @@
 pub use crate::acceptance::RunArgs;
 pub use crate::config::GlobalArgs;
 pub use crate::evidence::EvidenceArgs;
+pub use crate::health::GpuArgs;
 pub use crate::probe::ProbeArgs;
 pub use crate::report::{CompareArgs, ReportArgs};
 pub use crate::smoke::SmokeArgs;
@@ -55,6 +56,11 @@ pub enum Command {
     /// allocates memory, checks a matrix product, joins one verified all_reduce, and
     /// writes and reads a file in the checkpoint directory. One PASS/FAIL line per check.
     Smoke(SmokeArgs),
+    /// GPU health, one rank per GPU: host<->device and device-local copies, every GPU
+    /// pair's peer copy, a compute burn with clocks, power, temperature and throttling
+    /// sampled, the PCIe link, ECC/row-remap/XID counters before and after, and
+    /// optionally DCGM's diagnostic; each judged, the slow or failing GPU named.
+    Gpu(GpuArgs),
     /// Capture the evidence of each host (nvidia-smi, dcgmi, ibstat, lscpu, …, and the
     /// NCCL/UCX/OMPI environment) into OUT/evidence/<host>/, tools that are missing noted.
     Evidence(EvidenceArgs),

@@ -19,6 +19,7 @@
 use crate::config::GlobalArgs;
 use crate::error::{Agreed, Outcome};
 pub use crate::results::evidence::*;
+use crate::results::gpu::HostDcgm;
 use crate::world::World;
 use anyhow::{bail, Context, Result};
 use std::ffi::OsStr;
@@ -59,9 +60,17 @@ pub fn tools(invasive: bool) -> Vec<Tool> {
         timeout: Duration::from_secs(secs),
     };
     let diag = if invasive {
-        t("dcgmi-diag-3", &["dcgmi", "diag", "--run", "3"][..], 1800)
+        t(
+            "dcgmi-diag-3",
+            &["dcgmi", "diag", "--run", "3", "-j"][..],
+            1800,
+        )
     } else {
-        t("dcgmi-diag-1", &["dcgmi", "diag", "--run", "1"][..], 120)
+        t(
+            "dcgmi-diag-1",
+            &["dcgmi", "diag", "--run", "1", "-j"][..],
+            120,
+        )
     };
     vec![
         t("nvidia-smi-L", &["nvidia-smi", "-L"], 30),
@@ -270,6 +279,7 @@ pub fn collect(
         program: None,
         note: None,
     });
+    let dcgm_diag = diag_of(dir, host, &entries);
     let index = HostIndex {
         schema_version: SCHEMA_VERSION,
         host: host.to_string(),
@@ -278,9 +288,82 @@ pub fn collect(
         started_unix,
         invasive,
         entries,
+        dcgm_diag,
     };
     crate::results::write_json_atomic(&dir.join("index.json"), &index)?;
     Ok(index)
+}
+
+/// The DCGM diagnostic's JSON, parsed (None when dcgmi is not installed).
+fn diag_of(dir: &Path, host: &str, entries: &[Entry]) -> Option<HostDcgm> {
+    let e = entries.iter().find(|e| e.tool.starts_with("dcgmi diag"))?;
+    if e.status == ToolStatus::NotInstalled {
+        return None;
+    }
+    let file = e.file.as_ref().map(|f| dir.join(f));
+    Some(diag_from(
+        host,
+        file.as_deref(),
+        e.exit_code,
+        e.note.as_deref(),
+    ))
+}
+
+/// A diagnostic's result from the file its JSON went to.
+fn diag_from(host: &str, file: Option<&Path>, code: Option<i32>, note: Option<&str>) -> HostDcgm {
+    let text = file
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .unwrap_or_default();
+    let what = format!("dcgmi diag on {host}");
+    match crate::dcgm::parse(&text, &what) {
+        Ok(d) => HostDcgm {
+            host: host.into(),
+            diag: Some(d),
+            error: None,
+        },
+        Err(e) => {
+            let first = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("no output");
+            HostDcgm {
+                host: host.into(),
+                diag: None,
+                error: Some(format!(
+                    "{what} gave no diagnostic (exit {}{}): {e:#}; its output begins: {}",
+                    code.map_or("-".into(), |c| c.to_string()),
+                    note.map(|n| format!(", {n}")).unwrap_or_default(),
+                    first.chars().take(200).collect::<String>()
+                )),
+            }
+        }
+    }
+}
+
+/// Run `dcgmi diag -r LEVEL -j` on this host, bounded by `timeout`, and parse it.
+pub fn dcgm_diag(host: &str, level: u8, timeout: Duration) -> HostDcgm {
+    let dirs = search_dirs(std::env::var_os("PATH").as_deref());
+    let Some(program) = find_program("dcgmi", &dirs) else {
+        return HostDcgm {
+            host: host.into(),
+            diag: None,
+            error: Some(format!(
+                "dcgmi is not installed on {host} (DCGM's diagnostic not run)"
+            )),
+        };
+    };
+    let file = std::env::temp_dir().join(format!("burnin-dcgm-{}.json", std::process::id()));
+    let level = level.to_string();
+    let (status, code, note) = run_tool(&program, &["diag", "-r", &level, "-j"], &file, timeout);
+    let mut r = diag_from(host, Some(&file), code, note.as_deref());
+    if status == ToolStatus::TimedOut && r.diag.is_none() {
+        r.error = Some(format!(
+            "dcgmi diag -r {level} on {host} did not finish in {:.0} s",
+            timeout.as_secs_f64()
+        ));
+    }
+    let _ = std::fs::remove_file(&file);
+    r
 }
 
 fn run_one(t: &Tool, dir: &Path, dirs: &[PathBuf], cap: Duration) -> Entry {
@@ -437,8 +520,8 @@ mod tests {
         assert_eq!(a.len(), b.len());
         let diff: Vec<(&Tool, &Tool)> = a.iter().zip(&b).filter(|(x, y)| x != y).collect();
         assert_eq!(diff.len(), 1);
-        assert_eq!(diff[0].0.argv, ["dcgmi", "diag", "--run", "1"]);
-        assert_eq!(diff[0].1.argv, ["dcgmi", "diag", "--run", "3"]);
+        assert_eq!(diff[0].0.argv, ["dcgmi", "diag", "--run", "1", "-j"]);
+        assert_eq!(diff[0].1.argv, ["dcgmi", "diag", "--run", "3", "-j"]);
         // File names are unique and safe.
         let mut files: Vec<&str> = a.iter().map(|t| t.file).collect();
         files.sort_unstable();

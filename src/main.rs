@@ -4,7 +4,8 @@
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
 use burnin::{
-    acceptance, app, argcheck, chaos, cli, error, evidence, probe, report, smoke, sweep, trainer,
+    acceptance, app, argcheck, chaos, cli, error, evidence, health, probe, report, smoke, sweep,
+    trainer,
 };
 
 use cli::{Cli, Command};
@@ -80,6 +81,7 @@ fn run(cli: Cli) -> i32 {
             Command::Probe(args) => probe::run(world, &cli.global, args),
             Command::Sweep(args) => sweep::run(world, &cli.global, args, dog),
             Command::Smoke(args) => smoke::run(world, &cli.global, args, dog),
+            Command::Gpu(args) => health::run(world, &cli.global, args, dog),
             Command::Evidence(args) => evidence::run(world, &cli.global, args),
             _ => Err(anyhow::anyhow!(
                 "this command runs on the launch host, not under MPI"

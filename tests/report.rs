@@ -711,6 +711,25 @@ fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() 
         .find(|c| c["id"] == "probe.fabric")
         .unwrap_or_else(|| panic!("probe.fabric criterion: {acc}"));
     assert_eq!(fabric["status"], "pass", "{fabric}");
+    // No GPU on the simulated cluster: the GPU phase ran, found none, and its
+    // criteria are NOT RUN with the driver's reason (not a failure).
+    let gpu: Vec<&Value> = acc["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["phase"] == "gpu")
+        .collect();
+    assert!(!gpu.is_empty(), "{acc}");
+    for c in gpu {
+        assert_eq!(c["status"], "not_run", "{c}");
+        assert!(
+            c["detail"]
+                .as_str()
+                .unwrap()
+                .contains("no GPU on any of the 8 rank(s)"),
+            "{c}"
+        );
+    }
     assert!(
         !healthy.join("train/ckpt").exists(),
         "checkpoints are removed once judged"

@@ -89,6 +89,12 @@ fn kinds() -> Vec<Kind> {
             lines: &[],
         },
         Kind {
+            file: "gpu.schema.json",
+            schema: schema_for!(results::gpu::GpuReport),
+            whole: &["gpu/no-gpu.json"],
+            lines: &[],
+        },
+        Kind {
             file: "evidence-index.schema.json",
             schema: schema_for!(results::evidence::HostIndex),
             whole: &["evidence/index.json"],

@@ -170,7 +170,7 @@ fn evidence_writes_files_for_tools_present_and_notes_the_missing_ones() {
         ("nvidia-smi -L", "nvidia-smi"),
         ("nvidia-smi -q", "nvidia-smi"),
         ("dcgmi discovery --list", "dcgmi"),
-        ("dcgmi diag --run 1", "dcgmi"),
+        ("dcgmi diag --run 1 -j", "dcgmi"),
         ("ibstat", "ibstat"),
     ] {
         if installed(program) {

@@ -271,7 +271,7 @@ impl HeartbeatView {
         // other did not, and both have been silent since. Name them together.
         let arrived_then_silent: Vec<usize> = ages
             .iter()
-            .filter(|(p, a, _)| !missing.contains(p) && a.is_none_or(|a| a >= SILENT))
+            .filter(|(p, a, _)| !missing.contains(p) && !a.is_some_and(|a| a < SILENT))
             .map(|x| x.0)
             .collect();
         silent.extend(&arrived_then_silent);
@@ -616,24 +616,48 @@ mod tests {
     fn a_cut_node_is_named_whole_even_when_one_of_its_ranks_checked_in_first() {
         let (nodes, node_of) = cluster();
         // rank 4 checked in, then the link of node2 was cut before rank 5 did.
-        let v = view(&[Some(0), Some(100), Some(100), Some(100), Some(2900), Some(3200)]);
+        let v = view(&[
+            Some(0),
+            Some(100),
+            Some(100),
+            Some(100),
+            Some(2900),
+            Some(3200),
+        ]);
         let line = v.classify(&[5], &nodes, &node_of);
         assert!(
             line.starts_with("ranks 4, 5 (every rank of node2) silent for >= 2.9 s"),
             "{line}"
         );
-        assert!(line.ends_with("(rank 4 (node2) checked in, then fell silent)"), "{line}");
+        assert!(
+            line.ends_with("(rank 4 (node2) checked in, then fell silent)"),
+            "{line}"
+        );
     }
 
     #[test]
     fn a_hung_rank_is_alive_and_a_dead_one_silent() {
         let (nodes, node_of) = cluster();
-        let v = view(&[Some(0), Some(100), Some(100), Some(100), Some(100), Some(100)]);
+        let v = view(&[
+            Some(0),
+            Some(100),
+            Some(100),
+            Some(100),
+            Some(100),
+            Some(100),
+        ]);
         assert_eq!(
             v.classify(&[3], &nodes, &node_of),
             "rank 3 (node1) still sends heartbeats: alive but not progressing (hung)"
         );
-        let v = view(&[Some(0), Some(100), Some(100), Some(100), Some(100), Some(3000)]);
+        let v = view(&[
+            Some(0),
+            Some(100),
+            Some(100),
+            Some(100),
+            Some(100),
+            Some(3000),
+        ]);
         assert_eq!(
             v.classify(&[5], &nodes, &node_of),
             "rank 5 (node2) silent for >= 3.0 s: dead or cut off"

@@ -1,6 +1,483 @@
 //! `burnin gpu`: the health of every GPU — copy matrix, memory bandwidth, a compute
 //! burn with clocks and throttling watched, PCIe link and error counters before and
 //! after — one rank per GPU under the launcher.
+//!
+//! Shape, and why:
+//! - Every rank drives its own GPU (local rank modulo the GPUs it sees, as the other
+//!   workloads do). Host↔device and device-local copies go one local rank at a time
+//!   (all nodes at once), so a GPU's PCIe number is its own and not a share of the
+//!   host's; then local rank 0 of each node, alone, copies between every GPU pair of
+//!   its node; then every GPU burns at once, which is what heats a node.
+//! - NVML watches the whole time (samples every `--sample-ms`, XID events), and the
+//!   error counters are read before the first copy and after the last burn; `burnin
+//!   run` reads them once more at the very end of the acceptance (`--counters-only`).
+//! - Every rank makes the same MPI calls in the same order whatever happened on its
+//!   GPU (a rank without one only takes part in the barriers), and the blocking parts
+//!   run under the watchdog, so one sick GPU cannot hold the job.
+//! - What is judged is pure (`results::gpu_analysis`): this command prints it with the
+//!   default criteria; a card's `[gpu.criteria]` judges the same record in the report.
 pub mod burn;
 pub mod copy;
 pub mod nvml;
+
+use crate::backend::nccl::device::Device;
+use crate::config::GlobalArgs;
+use crate::error::{Agreed, Outcome};
+use crate::results::gpu::{
+    GpuHealth, GpuReport, GpuSettings, HostDcgm, NodeMatrix, Sample, SampleRecord,
+};
+use crate::units::Bytes;
+use crate::watchdog::Watchdog;
+use crate::world::World;
+use anyhow::Result;
+use mpi::collective::CommunicatorCollectives;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+#[derive(clap::Args, Debug, serde::Serialize)]
+pub struct GpuArgs {
+    /// Compute burn per GPU: seconds, or with a unit (90s, 2m).
+    #[arg(long, value_name = "TIME", default_value = "60s", value_parser = parse_seconds)]
+    pub burn: f64,
+    /// Bytes of each host↔device and device-local copy.
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub copy_bytes: Bytes,
+    /// Bytes of each GPU pair's peer copy.
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub peer_bytes: Bytes,
+    /// Timed repetitions of each copy (after one untimed warm-up).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub reps: u32,
+    /// NVML sampling period, milliseconds (100 to 1000).
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    pub sample_ms: u64,
+    /// Also run DCGM's diagnostic (`dcgmi diag -r 1 -j`) on each node after the burn,
+    /// where dcgmi is installed.
+    #[arg(long)]
+    pub dcgm_diag: bool,
+    /// Only read every GPU's error counters (no copies, no burn): the end of an
+    /// acceptance, compared with the counters the GPU phase read at its start.
+    #[arg(long)]
+    pub counters_only: bool,
+    /// Topology file whose `[gpu]` numbers the default criteria compare with.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+    /// Write gpu.json and samples.jsonl into DIR (rank 0 writes them).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+/// "60", "60s", "2m", "1h" as seconds.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        _ => (t, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v * mult),
+        _ => Err(format!(
+            "'{text}' is not a duration (seconds, or 90s, 2m, 1h)"
+        )),
+    }
+}
+
+fn validate(args: &GpuArgs) -> Result<()> {
+    let agreed = |m: String| Err(anyhow::Error::new(Agreed(m)));
+    if !(100..=1000).contains(&args.sample_ms) {
+        return agreed(format!(
+            "--sample-ms: {} must be 100 to 1000",
+            args.sample_ms
+        ));
+    }
+    for (flag, b) in [
+        ("--copy-bytes", args.copy_bytes),
+        ("--peer-bytes", args.peer_bytes),
+    ] {
+        if b.get() < 4096 {
+            return agreed(format!("{flag}: {b} is too small to time (at least 4K)"));
+        }
+    }
+    if args.reps == 0 {
+        return agreed("--reps: must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// What one rank measured, as rank 0 gathers it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RankResult {
+    gpu: GpuHealth,
+    matrix: Option<NodeMatrix>,
+    samples: Vec<Sample>,
+    dcgm: Option<HostDcgm>,
+}
+
+/// `burnin gpu`.
+pub fn run(world: &World, g: &GlobalArgs, args: &GpuArgs, dog: Arc<Watchdog>) -> Result<Outcome> {
+    validate(args)?;
+    let topology = match &args.topology {
+        Some(p) => Some(crate::topology::file::Topology::load(p)?),
+        None => None,
+    };
+    let out = crate::results::open_records_on_rank0(world, args.out.as_deref(), |d| {
+        d.join("samples.jsonl")
+    })?;
+    let started = SystemTime::now();
+    let t0 = Instant::now();
+    let limit = Duration::from_secs_f64(g.timeout_secs() + args.burn);
+    let mine = measure_rank(world, args, &dog, limit);
+    let all = world.gather_json(&mine)?;
+    let Some(all) = all else {
+        return Ok(Outcome::Pass);
+    };
+    let report = assemble(world, args, all.iter().collect(), started, t0);
+    if let Some(mut jsonl) = out {
+        for (r, rr) in all.iter().enumerate() {
+            for s in &rr.samples {
+                jsonl.append(&SampleRecord {
+                    rank: r,
+                    host: rr.gpu.host.clone(),
+                    gpu: rr.gpu.gpu,
+                    sample: s.clone(),
+                })?;
+            }
+        }
+        if let Some(dir) = &args.out {
+            crate::results::write_json_atomic(&dir.join("gpu.json"), &report)?;
+        }
+    }
+    let spec = crate::card::GpuCriteria::default();
+    let criteria = crate::results::gpu_analysis::judge(
+        Ok(&report),
+        None,
+        &spec,
+        topology.as_ref().and_then(|t| t.gpu.as_ref()),
+    );
+    print!("{}", render(&report, &criteria, args.counters_only));
+    if let Some(dir) = &args.out {
+        println!("# results: {}", dir.join("gpu.json").display());
+    }
+    Ok(Outcome::from_ok(crate::results::acceptance::passed(
+        &criteria,
+    )))
+}
+
+/// The job's record from every rank's result.
+fn assemble(
+    world: &World,
+    args: &GpuArgs,
+    all: Vec<&RankResult>,
+    started: SystemTime,
+    t0: Instant,
+) -> GpuReport {
+    let gpus: Vec<GpuHealth> = all.iter().map(|r| r.gpu.clone()).collect();
+    let no_gpu = gpus.iter().all(|g| g.error.is_some());
+    let error = no_gpu.then(|| {
+        format!(
+            "no GPU on any of the {} rank(s): {}",
+            world.size,
+            gpus.first()
+                .and_then(|g| g.error.clone())
+                .unwrap_or_default()
+        )
+    });
+    GpuReport {
+        schema_version: crate::results::gpu::SCHEMA_VERSION,
+        kind: "gpu".into(),
+        started: crate::results::utc_text(crate::watchdog::unix_seconds(started)),
+        seconds: t0.elapsed().as_secs_f64(),
+        settings: GpuSettings {
+            copy_bytes: args.copy_bytes.get(),
+            peer_bytes: args.peer_bytes.get(),
+            reps: args.reps,
+            burn_s: if args.counters_only { 0.0 } else { args.burn },
+            sample_ms: args.sample_ms,
+        },
+        gpus,
+        nodes: all.iter().filter_map(|r| r.matrix.clone()).collect(),
+        dcgm: all.iter().filter_map(|r| r.dcgm.clone()).collect(),
+        error,
+    }
+}
+
+/// This rank's GPU: open it (or say why not) and its NVML handle.
+struct Mine {
+    dev: Option<Arc<Device>>,
+    count: usize,
+    nvml: Option<nvml::NvmlGpu>,
+    health: GpuHealth,
+}
+
+fn open_mine(world: &World) -> Mine {
+    let mut health = GpuHealth {
+        rank: world.rank,
+        host: world.host.clone(),
+        local_rank: world.local_rank,
+        ..GpuHealth::default()
+    };
+    let count = match crate::gpu::ready() {
+        Ok(n) => n,
+        Err(e) => {
+            health.error = Some(e);
+            return Mine {
+                dev: None,
+                count: 0,
+                nvml: None,
+                health,
+            };
+        }
+    };
+    let ordinal = crate::backend::nccl::gpu_for(world.local_rank, count);
+    health.gpu = ordinal;
+    let dev = match Device::open(ordinal) {
+        Ok(d) => Some(Arc::new(d)),
+        Err(e) => {
+            health.error = Some(format!("{e:#}"));
+            None
+        }
+    };
+    let mut nvml = None;
+    if let Some(d) = &dev {
+        health.name = d.info.name.clone();
+        health.uuid = d.info.uuid.clone();
+        health.pci_bus_id = d.info.pci_bus_id.clone();
+        match nvml::NvmlGpu::open(&d.info.pci_bus_id) {
+            Ok(n) => nvml = Some(n),
+            Err(e) => health.nvml_error = Some(e),
+        }
+    }
+    Mine {
+        dev,
+        count,
+        nvml,
+        health,
+    }
+}
+
+/// Everything this rank measures, in the same collective order on every rank.
+fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) -> RankResult {
+    let mut m = open_mine(world);
+    m.health.counters_before = m.nvml.as_ref().map(|n| n.counters());
+    if args.counters_only {
+        m.health.counters_after = m.health.counters_before.clone();
+        return RankResult {
+            gpu: m.health,
+            matrix: None,
+            samples: Vec::new(),
+            dcgm: None,
+        };
+    }
+    if let Some(n) = &m.nvml {
+        let (gen, width) = n.pcie_max();
+        m.health.pcie = Some(crate::results::gpu::PcieLink {
+            max_gen: gen,
+            max_width: width,
+            ..Default::default()
+        });
+    }
+    let stage = nvml::Stage::new("idle");
+    let period = Duration::from_millis(args.sample_ms);
+    let watched = nvml::watch(m.nvml.as_ref(), period, &stage, || {
+        work(world, args, dog, limit, &m, &stage)
+    });
+    let (copies, matrix, burn) = watched.value;
+    m.health.copies = copies;
+    m.health.burn = burn;
+    m.health.xids = watched.xids;
+    m.health.xid_listening = watched.xid_listening;
+    if let Some(e) = watched.error {
+        m.health.nvml_error = Some(e);
+    }
+    if let Some(p) = &m.health.pcie {
+        m.health.pcie = Some(nvml::pcie_link(&watched.samples, p.max_gen, p.max_width));
+    }
+    m.health.throttle =
+        (!watched.samples.is_empty()).then(|| nvml::summarize_throttle(&watched.samples));
+    let dcgm = (args.dcgm_diag && world.local_rank == 0).then(|| {
+        let _g = dog.arm(
+            "DCGM's diagnostic (dcgmi diag -r 1)",
+            limit.max(Duration::from_secs(600)),
+        );
+        crate::evidence::dcgm_diag(&world.host, 1, Duration::from_secs(600))
+    });
+    m.health.counters_after = m.nvml.as_ref().map(|n| n.counters());
+    RankResult {
+        gpu: m.health,
+        matrix,
+        samples: watched.samples,
+        dcgm,
+    }
+}
+
+type Work = (
+    crate::results::gpu::GpuCopies,
+    Option<NodeMatrix>,
+    Option<crate::results::gpu::Burn>,
+);
+
+/// The copies in turns, the peer matrix by local rank 0, the burn on every GPU at
+/// once; a barrier after each so the stages do not overlap.
+fn work(
+    world: &World,
+    args: &GpuArgs,
+    dog: &Watchdog,
+    limit: Duration,
+    m: &Mine,
+    stage: &nvml::Stage,
+) -> Work {
+    let turns = world.nodes.iter().map(|n| n.ranks.len()).max().unwrap_or(1);
+    let mut copies = Default::default();
+    stage.set("copy");
+    for turn in 0..turns {
+        let _g = dog.arm(&format!("the host and device copies (turn {turn})"), limit);
+        if world.local_rank == turn {
+            if let Some(d) = &m.dev {
+                copies = copy::host_and_local(d, args.copy_bytes.as_usize(), args.reps);
+            }
+        }
+        world.comm.barrier();
+    }
+    let matrix = {
+        let _g = dog.arm("the GPU pairs' peer copies", limit);
+        let mx = (world.local_rank == 0)
+            .then(|| peer_matrix(world, args, m))
+            .flatten();
+        world.comm.barrier();
+        mx
+    };
+    stage.set("burn");
+    let burn = {
+        let _g = dog.arm("the compute burn", limit);
+        let b = m
+            .dev
+            .as_ref()
+            .and_then(|d| burn::burn(d, Duration::from_secs_f64(args.burn)));
+        stage.set("idle");
+        world.comm.barrier();
+        b
+    };
+    (copies, matrix, burn)
+}
+
+/// Local rank 0's matrix over every GPU it sees (None with one GPU).
+fn peer_matrix(world: &World, args: &GpuArgs, m: &Mine) -> Option<NodeMatrix> {
+    let mine = m.dev.as_ref()?;
+    if m.count < 2 {
+        return None;
+    }
+    let mut devs = Vec::new();
+    let mut error = None;
+    for ordinal in 0..m.count {
+        if ordinal == mine.ordinal() {
+            devs.push(Arc::clone(mine));
+            continue;
+        }
+        match Device::open(ordinal) {
+            Ok(d) => devs.push(Arc::new(d)),
+            Err(e) => {
+                error = Some(format!("GPU {ordinal}: {e:#}"));
+            }
+        }
+    }
+    let pairs = copy::peer_matrix(&devs, args.peer_bytes.as_usize(), args.reps);
+    Some(NodeMatrix {
+        host: world.host.clone(),
+        rank: world.rank,
+        gpus: devs.iter().map(|d| d.ordinal()).collect(),
+        pairs,
+        error,
+    })
+}
+
+fn gbps(x: &Option<crate::results::gpu::CopyRate>) -> String {
+    match x {
+        Some(c) if c.error.is_none() => format!("{:.1}", c.gbps),
+        Some(_) => "error".into(),
+        None => "-".into(),
+    }
+}
+
+/// The per-GPU table and the verdict lines rank 0 prints.
+fn render(
+    r: &GpuReport,
+    criteria: &[crate::results::acceptance::Criterion],
+    counters_only: bool,
+) -> String {
+    let mut s = String::new();
+    if let Some(e) = &r.error {
+        s.push_str(&format!("# burnin gpu: NOT RUN: {e}\n"));
+        return s;
+    }
+    let header = [
+        "host",
+        "gpu",
+        "name",
+        "h2d GB/s",
+        "d2h GB/s",
+        "mem GB/s",
+        "TFLOP/s",
+        "throttled",
+        "SM MHz",
+        "max °C",
+        "PCIe",
+        "error",
+    ];
+    let rows: Vec<Vec<String>> = r
+        .gpus
+        .iter()
+        .map(|g| {
+            let t = g.throttle.as_ref();
+            vec![
+                g.host.clone(),
+                g.gpu.to_string(),
+                g.name.clone(),
+                gbps(&g.copies.h2d),
+                gbps(&g.copies.d2h),
+                g.copies
+                    .memory_gbps()
+                    .map_or("-".into(), |m| format!("{m:.0}")),
+                g.burn
+                    .as_ref()
+                    .filter(|b| b.error.is_none())
+                    .map_or("-".into(), |b| format!("{:.1}", b.tflops)),
+                t.map_or("-".into(), |t| format!("{:.0}%", 100.0 * t.throttled_share)),
+                t.and_then(|t| t.sm_mhz_p50)
+                    .map_or("-".into(), |v| format!("{v:.0}")),
+                t.and_then(|t| t.temp_c_max)
+                    .map_or("-".into(), |v| v.to_string()),
+                g.pcie
+                    .as_ref()
+                    .map_or("-".into(), |p| match (p.gen, p.width) {
+                        (Some(a), Some(b)) => format!("Gen{a} x{b}"),
+                        _ => "-".into(),
+                    }),
+                g.error.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    if !counters_only {
+        s.push_str(&crate::table::render(&header, &rows));
+    }
+    for c in criteria
+        .iter()
+        .filter(|c| !(counters_only && c.id != "gpu.errors" && c.id != "gpu.measured"))
+    {
+        s.push_str(&format!(
+            "{:<8} {}: {} ({}){}\n",
+            c.status.label(),
+            c.id,
+            c.measured,
+            c.threshold,
+            if c.detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", c.detail)
+            }
+        ));
+    }
+    s
+}

@@ -182,6 +182,18 @@ pub fn pair_heatmap(
     matrix: &[Vec<Option<f64>>],
     outliers: &[String],
 ) -> Result<String> {
+    heatmap(title, nodes, matrix, outliers, "busbw GB/s")
+}
+
+/// A square matrix (row = source, column = destination) as a heatmap, `unit` in its
+/// legend; `outliers` (row names) are marked in red.
+pub fn heatmap(
+    title: &str,
+    nodes: &[String],
+    matrix: &[Vec<Option<f64>>],
+    outliers: &[String],
+    unit: &str,
+) -> Result<String> {
     let n = nodes.len().max(1);
     let cell = (440 / n as u32).clamp(8, 90);
     let left = 110u32;
@@ -216,7 +228,11 @@ pub fn pair_heatmap(
                 ))?;
                 if let (Some(v), true) = (v, show_numbers) {
                     root.draw(&Text::new(
-                        format!("{v:.3}"),
+                        if *v >= 100.0 {
+                            format!("{v:.0}")
+                        } else {
+                            format!("{v:.3}")
+                        },
                         (px(j) + cell as i32 / 2, py(i) + cell as i32 / 2),
                         (FONT, 12)
                             .into_font()
@@ -265,7 +281,7 @@ pub fn pair_heatmap(
             }
         }
         root.draw(&Text::new(
-            format!("busbw GB/s, red = slow, green = {max:.3}"),
+            format!("{unit}, red = slow, green = {max:.3}"),
             (left as i32, py(n) + 30),
             (FONT, 12).into_font(),
         ))?;
@@ -362,6 +378,17 @@ pub fn over_steps(
     series: &[(String, Vec<(f64, f64)>)],
     marks: &[(f64, String)],
 ) -> Result<String> {
+    over_x(title, "step", y_desc, series, marks)
+}
+
+/// A line chart of `series` over `x_desc` (steps, seconds), `marks` as vertical lines.
+pub fn over_x(
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    marks: &[(f64, String)],
+) -> Result<String> {
     let pts: Vec<(f64, f64)> = series.iter().flat_map(|s| finite(&s.1)).collect();
     let x0 = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
     let x1 = pts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
@@ -387,7 +414,7 @@ pub fn over_steps(
             .build_cartesian_2d(x0..x1, y0..y1)?;
         chart
             .configure_mesh()
-            .x_desc("step")
+            .x_desc(x_desc)
             .y_desc(y_desc)
             .x_label_formatter(&tick)
             .y_label_formatter(&tick)

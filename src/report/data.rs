@@ -476,6 +476,8 @@ pub struct RunData {
     pub train_part: Option<TrainData>,
     pub train_resume: Option<TrainData>,
     pub chaos: Option<ChaosData>,
+    /// The GPU health phase.
+    pub gpu: Option<GpuData>,
     /// What could not be read, as notes for the report.
     pub notes: Vec<String>,
 }
@@ -592,6 +594,56 @@ fn load_probe(path: &Path) -> Result<Option<Vec<ProbeRow>>> {
     }
 }
 
+/// The GPU health phase: its gpu.json, the counters re-read at the end of the
+/// acceptance (gpu-after/gpu.json), and the NVML samples.
+#[derive(Clone, Debug)]
+pub struct GpuData {
+    pub report: crate::results::gpu::GpuReport,
+    pub after: Option<crate::results::gpu::GpuReport>,
+    pub samples: Vec<crate::results::gpu::SampleRecord>,
+}
+
+fn read_gpu(p: &Path) -> Result<Option<crate::results::gpu::GpuReport>> {
+    if !p.is_file() {
+        return Ok(None);
+    }
+    let v = read_json(p)?;
+    check_schema(&v, p, &crate::results::GPU_SCHEMA)?;
+    Ok(Some(serde_json::from_value(v).with_context(|| {
+        format!("{}: not a GPU health record", p.display())
+    })?))
+}
+
+fn load_gpu(dir: &Path, after: Option<&Path>, notes: &mut Vec<String>) -> Result<Option<GpuData>> {
+    let Some(report) = read_gpu(&dir.join("gpu.json"))? else {
+        return Ok(None);
+    };
+    let after = match after {
+        Some(a) => read_gpu(&a.join("gpu.json"))?,
+        None => None,
+    };
+    let mut samples = Vec::new();
+    let sp = dir.join("samples.jsonl");
+    if sp.is_file() {
+        let (lines, bad) = read_jsonl(&sp)?;
+        let mut unreadable = bad;
+        for l in lines {
+            match serde_json::from_value(l) {
+                Ok(s) => samples.push(s),
+                Err(_) => unreadable += 1,
+            }
+        }
+        if unreadable > 0 {
+            notes.push(format!("{}: {unreadable} unreadable line(s)", sp.display()));
+        }
+    }
+    Ok(Some(GpuData {
+        report,
+        after,
+        samples,
+    }))
+}
+
 fn load_chaos(dir: &Path) -> Result<Option<ChaosData>> {
     let p = dir.join("chaos.json");
     if !p.is_file() {
@@ -661,14 +713,21 @@ impl RunData {
             (None, None)
         };
         let chaos = load_chaos(&sub("chaos"))?;
+        let after = dir.join("gpu-after");
+        let gpu = load_gpu(
+            &sub("gpu"),
+            acceptance.as_ref().map(|_| after.as_path()),
+            &mut notes,
+        )?;
         if acceptance.is_none()
+            && gpu.is_none()
             && probe.is_none()
             && sweep.is_none()
             && train.is_none()
             && chaos.is_none()
         {
             bail!(
-                "{}: no burnin results here (acceptance.json, run.json, points.jsonl, steps.jsonl, chaos.json or probe.json)",
+                "{}: no burnin results here (acceptance.json, run.json, points.jsonl, steps.jsonl, chaos.json, gpu.json or probe.json)",
                 dir.display()
             );
         }
@@ -681,6 +740,7 @@ impl RunData {
             train_part,
             train_resume,
             chaos,
+            gpu,
             notes,
         })
     }

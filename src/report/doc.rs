@@ -134,6 +134,10 @@ pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
             .collect();
         d.table(&["job", "status", "exit", "seconds"], rows);
     }
+    if data.gpu.is_some() || data.card().is_some_and(|c| c.gpu.is_some()) {
+        d.h(2, "GPU health");
+        super::gpu::section(&mut d, data, charts);
+    }
     if let Some(s) = &data.sweep {
         d.h(2, "Sweep");
         sweep_section(&mut d, data, s, charts);

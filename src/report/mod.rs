@@ -19,6 +19,7 @@ pub mod compare;
 pub mod cost;
 pub mod data;
 pub mod doc;
+pub mod gpu;
 pub mod html;
 pub mod markdown;
 use crate::table;

@@ -104,6 +104,10 @@ pub fn default_card(data: &RunData) -> Card {
         step_timeout_s: None,
         cost: None,
         probe: None,
+        gpu: data
+            .gpu
+            .as_ref()
+            .map(|_| crate::card::GpuPhaseSpec::default()),
         sweep: data.sweep.as_ref().map(|_| crate::card::SweepSpec {
             collectives: vec![],
             tiers: vec![],
@@ -161,6 +165,9 @@ pub fn judge(data: &RunData) -> Vec<Criterion> {
     let mut out = Vec::new();
     if card.probe.is_some() {
         out.extend(judge_probe(data, card));
+    }
+    if let Some(g) = &card.gpu {
+        out.extend(judge_gpu(data, &g.criteria));
     }
     if let Some(s) = &card.sweep {
         out.extend(judge_sweep(data, &s.criteria));
@@ -641,6 +648,23 @@ fn judge_transport(data: &RunData, c: &SweepCriteria) -> Option<Criterion> {
 
 fn finished_ok(t: Option<&TrainData>) -> Option<&TrainReport> {
     t.and_then(|t| t.run.as_ref())
+}
+
+/// The GPU phase: its criteria over gpu.json (NOT RUN with the reason when it measured
+/// no GPU), the error counters compared up to the re-read at the end of the run.
+fn judge_gpu(data: &RunData, c: &crate::card::GpuCriteria) -> Vec<Criterion> {
+    let g = gate(data, "gpu");
+    let expect = data.topology().and_then(|t| t.gpu.as_ref());
+    let report = data
+        .gpu
+        .as_ref()
+        .map(|d| &d.report)
+        .ok_or_else(|| "no gpu.json".to_string());
+    let after = data.gpu.as_ref().and_then(|d| d.after.as_ref());
+    crate::results::gpu_analysis::judge(report, after, c, expect)
+        .into_iter()
+        .map(|k| gated(&g, k))
+        .collect()
 }
 
 fn judge_train(data: &RunData, c: &TrainCriteria) -> Vec<Criterion> {

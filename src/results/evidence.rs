@@ -67,4 +67,8 @@ pub struct HostIndex {
     pub invasive: bool,
     /// One entry per tool, in run order.
     pub entries: Vec<Entry>,
+    /// DCGM's diagnostic (`dcgmi diag -r N -j`) parsed into per-test, per-GPU results
+    /// (None: dcgmi is not installed).
+    #[serde(default)]
+    pub dcgm_diag: Option<super::gpu::HostDcgm>,
 }

@@ -286,6 +286,17 @@ pub struct GpuHealth {
     pub error: Option<String>,
 }
 
+/// `dcgmi diag -r 1 -j` on one node.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct HostDcgm {
+    /// The node's host name.
+    pub host: String,
+    /// The parsed diagnostic (None: not run, see `error`).
+    pub diag: Option<super::dcgm::DcgmDiag>,
+    /// Why there is no diagnostic ("dcgmi is not installed", its error output).
+    pub error: Option<String>,
+}
+
 /// Settings of the run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GpuSettings {
@@ -306,6 +317,8 @@ pub struct GpuSettings {
 pub struct GpuReport {
     /// Schema version of this file ([`SCHEMA_VERSION`]).
     pub schema_version: u32,
+    /// "gpu".
+    pub kind: String,
     /// UTC time the phase began (RFC 3339).
     pub started: String,
     /// Seconds the phase took.
@@ -316,6 +329,9 @@ pub struct GpuReport {
     pub gpus: Vec<GpuHealth>,
     /// Every node's peer-copy matrix.
     pub nodes: Vec<NodeMatrix>,
+    /// DCGM's diagnostic per node, when asked for (`--dcgm-diag`).
+    #[serde(default)]
+    pub dcgm: Vec<HostDcgm>,
     /// Why the phase measured nothing (no GPU on any rank).
     pub error: Option<String>,
 }

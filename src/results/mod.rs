@@ -15,6 +15,7 @@ pub mod comm;
 pub mod dcgm;
 pub mod evidence;
 pub mod gpu;
+pub mod gpu_analysis;
 pub mod probe;
 pub mod provenance;
 pub mod smoke;
@@ -178,6 +179,13 @@ pub const TRAIN_SCHEMA: SchemaRange = SchemaRange {
     kind: "train",
     oldest: 1,
     newest: crate::results::train::SCHEMA_VERSION,
+};
+
+/// gpu.json.
+pub const GPU_SCHEMA: SchemaRange = SchemaRange {
+    kind: "gpu",
+    oldest: 1,
+    newest: crate::results::gpu::SCHEMA_VERSION,
 };
 
 /// acceptance.json.

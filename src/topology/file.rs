@@ -61,6 +61,35 @@ pub struct Topology {
     /// How far below the expectations a tier or group may fall.
     #[serde(default)]
     pub acceptance: Acceptance,
+    /// What each GPU should deliver on its own (the GPU health phase's expectations).
+    #[serde(default)]
+    pub gpu: Option<GpuSpec>,
+}
+
+/// A GPU's published numbers, for `burnin gpu`'s criteria that are fractions of them.
+/// Each is the vendor's peak figure (cite it in the file's comments); what a copy or a
+/// kernel achieves is some fraction of it, which the card's floors allow for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSpec {
+    /// Peak memory bandwidth (HBM or GDDR), GB/s: reads plus writes.
+    #[serde(default)]
+    pub memory_gbps: Option<f64>,
+    /// Peak FP32 (non-tensor) rate, TFLOP/s, at the boost clock.
+    #[serde(default)]
+    pub fp32_tflops: Option<f64>,
+    /// PCIe generation the GPU's link should run at.
+    #[serde(default)]
+    pub pcie_gen: Option<u32>,
+    /// PCIe link width, lanes.
+    #[serde(default)]
+    pub pcie_width: Option<u32>,
+    /// Host↔device line rate per direction, GB/s (PCIe Gen5 x16: 64; Gen4 x16: 32).
+    #[serde(default)]
+    pub host_copy_gbps: Option<f64>,
+    /// GPU-to-GPU peer copy rate per direction over NVLink, GB/s (None: PCIe peers).
+    #[serde(default)]
+    pub peer_gbps: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
@@ -237,6 +266,28 @@ impl Topology {
         };
         frac("min_fraction", self.acceptance.min_fraction)?;
         frac("outlier_fraction", self.acceptance.outlier_fraction)?;
+        if let Some(g) = &self.gpu {
+            for (field, v) in [
+                ("memory_gbps", g.memory_gbps),
+                ("fp32_tflops", g.fp32_tflops),
+                ("host_copy_gbps", g.host_copy_gbps),
+                ("peer_gbps", g.peer_gbps),
+            ] {
+                if v.is_some_and(|v| !(v > 0.0 && v.is_finite())) {
+                    return Err(anyhow!("{file}: gpu.{field}: must be a positive number"));
+                }
+            }
+            if g.pcie_gen.is_some_and(|v| !(1..=7).contains(&v)) {
+                return Err(anyhow!("{file}: gpu.pcie_gen: must be 1 to 7"));
+            }
+            if g.pcie_width
+                .is_some_and(|v| ![1, 2, 4, 8, 16, 32].contains(&v))
+            {
+                return Err(anyhow!(
+                    "{file}: gpu.pcie_width: must be 1, 2, 4, 8, 16 or 32"
+                ));
+            }
+        }
         for (tier, spec) in [
             ("intra", &self.intra),
             ("inter", &self.inter),

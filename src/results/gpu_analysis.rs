@@ -1,0 +1,1011 @@
+//! The GPU phase judged: every criterion of a card's `[gpu.criteria]` over `gpu.json`
+//! (and the counters read again at the end of the acceptance), each failure naming
+//! the GPU or pair and its host. Pure: `burnin gpu` prints it with the default
+//! criteria, the report's verdict uses the card's.
+use super::acceptance::{Criterion, Status};
+use super::gpu::{GpuHealth, GpuReport, NodeMatrix};
+use crate::card::GpuCriteria;
+use crate::topology::file::GpuSpec;
+
+/// A pair below this fraction of its node's median pair is an outlier, by default.
+pub const PAIR_OUTLIER_FRACTION: f64 = 0.8;
+/// Failures named in one criterion's detail, at most (the rest are counted).
+const NAMED: usize = 8;
+
+/// "node1 GPU 3".
+pub fn gpu_name(g: &GpuHealth) -> String {
+    format!("{} GPU {}", g.host, g.gpu)
+}
+
+fn crit(id: &str, what: &str, threshold: String) -> Criterion {
+    Criterion {
+        id: format!("gpu.{id}"),
+        phase: "gpu".into(),
+        what: what.into(),
+        measured: "no data".into(),
+        threshold,
+        status: Status::NotRun,
+        detail: String::new(),
+    }
+}
+
+/// Set the verdict from the failures found: PASS when none, else FAIL naming them.
+fn settle(mut c: Criterion, measured: String, fails: Vec<String>) -> Criterion {
+    c.measured = measured;
+    if fails.is_empty() {
+        c.status = Status::Pass;
+    } else {
+        c.status = Status::Fail;
+        let more = fails.len().saturating_sub(NAMED);
+        let mut d = fails.into_iter().take(NAMED).collect::<Vec<_>>().join("; ");
+        if more > 0 {
+            d.push_str(&format!("; and {more} more"));
+        }
+        c.detail = d;
+    }
+    c
+}
+
+fn not_run(mut c: Criterion, why: &str) -> Criterion {
+    c.status = Status::NotRun;
+    c.detail = why.into();
+    c
+}
+
+/// A floor and its text, or why it cannot be set; None: no such criterion.
+type Floor = Option<Result<(f64, String), String>>;
+
+/// A floor from an absolute value and a fraction of an expected one (the higher of
+/// the two), with its text; Err: the fraction needs a number the topology lacks.
+fn floor(
+    abs: Option<f64>,
+    frac: Option<f64>,
+    expected: Option<f64>,
+    field: &str,
+    unit: &str,
+) -> Floor {
+    let from_frac = match (frac, expected) {
+        (Some(f), Some(e)) => Some((f * e, format!("{f} × {e} {unit} (topology gpu.{field})"))),
+        (Some(_), None) if abs.is_none() => {
+            return Some(Err(format!("the topology has no gpu.{field}")));
+        }
+        _ => None,
+    };
+    let from_abs = abs.map(|a| (a, format!("{a} {unit}")));
+    match (from_abs, from_frac) {
+        (Some(a), Some(f)) => Some(Ok(if a.0 >= f.0 { a } else { f })),
+        (Some(a), None) => Some(Ok(a)),
+        (None, Some(f)) => Some(Ok(f)),
+        (None, None) => None,
+    }
+}
+
+/// Every criterion of `c` over `report` (`None` with the reason: the phase did not
+/// run or measured nothing — every criterion NOT RUN). `after`: the counters read at
+/// the end of the acceptance, when it re-read them.
+pub fn judge(
+    report: Result<&GpuReport, String>,
+    after: Option<&GpuReport>,
+    c: &GpuCriteria,
+    expect: Option<&GpuSpec>,
+) -> Vec<Criterion> {
+    let e = expect.cloned().unwrap_or_default();
+    let mut out = vec![crit(
+        "measured",
+        "every rank's GPU measured (context, copies, burn)",
+        "no GPU failed".into(),
+    )];
+    if c.zero_wrong {
+        out.push(crit(
+            "wrong",
+            "every copy verified and every burn result right",
+            "0 wrong".into(),
+        ));
+    }
+    let floors: [(&str, &str, Floor); 4] = [
+        (
+            "host_copy",
+            "host↔device copy (pinned), every GPU, both directions",
+            floor(
+                c.min_host_copy_gbps,
+                c.min_host_copy_fraction,
+                e.host_copy_gbps,
+                "host_copy_gbps",
+                "GB/s",
+            ),
+        ),
+        (
+            "memory",
+            "device memory bandwidth (device-local copy, read + write), every GPU",
+            floor(
+                None,
+                c.min_memory_fraction,
+                e.memory_gbps,
+                "memory_gbps",
+                "GB/s",
+            ),
+        ),
+        (
+            "peer",
+            "peer copy of every GPU pair with peer access, each direction",
+            floor(None, c.min_peer_fraction, e.peer_gbps, "peer_gbps", "GB/s"),
+        ),
+        (
+            "tflops",
+            "compute burn, every GPU",
+            floor(
+                c.min_tflops,
+                c.min_tflops_fraction,
+                e.fp32_tflops,
+                "fp32_tflops",
+                "TFLOP/s",
+            ),
+        ),
+    ];
+    let mut floored = Vec::new();
+    for (id, what, f) in floors {
+        match f {
+            None => {}
+            Some(Err(why)) => out.push(not_run(crit(id, what, "-".into()), &why)),
+            Some(Ok((v, text))) => {
+                out.push(crit(id, what, format!("≥ {text}")));
+                floored.push((out.len() - 1, v));
+            }
+        }
+    }
+    let outlier = c.pair_outlier_fraction.unwrap_or(PAIR_OUTLIER_FRACTION);
+    if c.no_pair_outlier {
+        out.push(crit(
+            "pair_outlier",
+            "no GPU pair's peer copy far below its node's median pair",
+            format!("≥ {outlier} × the node's median pair"),
+        ));
+    }
+    if let Some(s) = c.max_tflops_spread {
+        out.push(crit(
+            "tflops_spread",
+            "burn TFLOP/s spread across GPUs, (fastest − slowest) / fastest",
+            format!("≤ {s}"),
+        ));
+    }
+    if let Some(s) = c.max_throttled_share {
+        out.push(crit(
+            "throttle",
+            "share of the burn a GPU spent throttled (thermal, HW slowdown, power brake, sync boost)",
+            format!("≤ {s}"),
+        ));
+    }
+    if c.pcie_at_max {
+        let want = match (e.pcie_gen, e.pcie_width) {
+            (Some(g), Some(w)) => format!("at the GPU's max gen and width, and ≥ Gen{g} x{w}"),
+            _ => "at the GPU's max gen and width".into(),
+        };
+        out.push(crit("pcie", "every GPU's PCIe link under load", want));
+    }
+    if c.zero_new_errors {
+        out.push(crit(
+            "errors",
+            "no new uncorrected ECC error, row-remap failure, pending retirement or XID",
+            "0 new".into(),
+        ));
+    }
+    if c.dcgm_diag {
+        out.push(crit(
+            "dcgm",
+            "DCGM diagnostic (dcgmi diag -r 1) on every node",
+            "every test passed".into(),
+        ));
+    }
+    let r = match report {
+        Ok(r) if r.error.is_none() && !r.gpus.is_empty() => r,
+        Ok(r) => {
+            let why = r.error.clone().unwrap_or_else(|| "no GPU measured".into());
+            return out.into_iter().map(|c| not_run(c, &why)).collect();
+        }
+        Err(why) => return out.into_iter().map(|c| not_run(c, &why)).collect(),
+    };
+    let floors: Vec<(usize, f64)> = floored;
+    let crit_of = c;
+    out.into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let min = floors.iter().find(|(j, _)| *j == i).map(|x| x.1);
+            evaluate(c, r, after, min, crit_of, &e)
+        })
+        .collect()
+}
+
+/// One criterion over the report.
+fn evaluate(
+    c: Criterion,
+    r: &GpuReport,
+    after: Option<&GpuReport>,
+    min: Option<f64>,
+    k: &GpuCriteria,
+    e: &GpuSpec,
+) -> Criterion {
+    if c.status == Status::NotRun && !c.detail.is_empty() {
+        return c;
+    }
+    let id = c.id.trim_start_matches("gpu.").to_string();
+    match id.as_str() {
+        "measured" => measured(c, r),
+        "wrong" => wrong(c, r),
+        "host_copy" => host_copy(c, r, min.unwrap_or(0.0)),
+        "memory" => memory(c, r, min.unwrap_or(0.0)),
+        "peer" => peer(c, r, min.unwrap_or(0.0)),
+        "tflops" => tflops(c, r, min.unwrap_or(0.0)),
+        "pair_outlier" => pair_outliers(
+            c,
+            r,
+            k.pair_outlier_fraction.unwrap_or(PAIR_OUTLIER_FRACTION),
+        ),
+        "tflops_spread" => spread(c, r, k.max_tflops_spread.unwrap_or(f64::INFINITY)),
+        "throttle" => throttle(c, r, k.max_throttled_share.unwrap_or(f64::INFINITY)),
+        "pcie" => pcie(c, r, e),
+        "errors" => errors(c, r, after),
+        "dcgm" => dcgm(c, r),
+        _ => c,
+    }
+}
+
+fn measured(c: Criterion, r: &GpuReport) -> Criterion {
+    let fails: Vec<String> = r
+        .gpus
+        .iter()
+        .filter_map(|g| {
+            g.error
+                .as_ref()
+                .map(|e| format!("rank {} ({}): {e}", g.rank, g.host))
+        })
+        .collect();
+    let ok = r.gpus.len() - fails.len();
+    settle(c, format!("{ok} of {} GPUs", r.gpus.len()), fails)
+}
+
+fn wrong(c: Criterion, r: &GpuReport) -> Criterion {
+    let mut fails = Vec::new();
+    let mut checked = 0u64;
+    for g in &r.gpus {
+        for (dir, copy) in [
+            ("H2D", &g.copies.h2d),
+            ("D2H", &g.copies.d2h),
+            ("D2D", &g.copies.d2d),
+        ] {
+            if let Some(x) = copy.as_ref().filter(|x| x.error.is_none()) {
+                checked += 1;
+                if !x.verified {
+                    fails.push(format!(
+                        "{} {dir} copy differs from its source",
+                        gpu_name(g)
+                    ));
+                }
+            }
+        }
+        if let Some(b) = &g.burn {
+            checked += b.checked;
+            if b.wrong > 0 {
+                fails.push(format!(
+                    "{} computed {} wrong value(s) of {} in the burn",
+                    gpu_name(g),
+                    b.wrong,
+                    b.checked
+                ));
+            }
+        }
+    }
+    for n in &r.nodes {
+        for p in n.pairs.iter() {
+            if let Some(x) = p.copy.as_ref().filter(|x| x.error.is_none()) {
+                checked += 1;
+                if !x.verified {
+                    fails.push(format!(
+                        "{} GPU{}→GPU{} peer copy differs from its source",
+                        n.host, p.src, p.dst
+                    ));
+                }
+            }
+        }
+    }
+    let n = fails.len();
+    settle(c, format!("{n} wrong of {checked} checked"), fails)
+}
+
+/// The lowest of `values` (GB/s or TFLOP/s) with its name, and the names below `min`.
+fn lowest(values: Vec<(String, f64)>, min: f64, unit: &str) -> (String, Vec<String>) {
+    let worst = values.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+    let measured = match worst {
+        Some((who, v)) => format!("lowest {v:.1} {unit} ({who})"),
+        None => "no data".into(),
+    };
+    let fails = values
+        .iter()
+        .filter(|(_, v)| *v < min)
+        .map(|(who, v)| format!("{who} at {v:.1} {unit}"))
+        .collect();
+    (measured, fails)
+}
+
+fn copy_rate(x: &Option<super::gpu::CopyRate>) -> Option<f64> {
+    x.as_ref().filter(|x| x.error.is_none()).map(|x| x.gbps)
+}
+
+fn host_copy(c: Criterion, r: &GpuReport, min: f64) -> Criterion {
+    let mut v = Vec::new();
+    let mut missing = Vec::new();
+    for g in r.gpus.iter().filter(|g| g.error.is_none()) {
+        for (dir, x) in [("H2D", &g.copies.h2d), ("D2H", &g.copies.d2h)] {
+            match copy_rate(x) {
+                Some(rate) => v.push((format!("{} {dir}", gpu_name(g)), rate)),
+                None => missing.push(format!("{} {dir} not measured", gpu_name(g))),
+            }
+        }
+    }
+    if v.is_empty() {
+        return not_run(c, "no GPU's host copies were measured");
+    }
+    let (m, mut fails) = lowest(v, min, "GB/s");
+    fails.extend(missing);
+    settle(c, m, fails)
+}
+
+fn memory(c: Criterion, r: &GpuReport, min: f64) -> Criterion {
+    let mut v = Vec::new();
+    let mut fails = Vec::new();
+    for g in r.gpus.iter().filter(|g| g.error.is_none()) {
+        match g.copies.memory_gbps() {
+            Some(m) => v.push((gpu_name(g), m)),
+            None => fails.push(format!("{} device copy not measured", gpu_name(g))),
+        }
+    }
+    if v.is_empty() {
+        return not_run(c, "no GPU's device-local copy was measured");
+    }
+    let (m, f) = lowest(v, min, "GB/s");
+    fails.splice(0..0, f);
+    settle(c, m, fails)
+}
+
+/// Every measured pair's rate on a node: ("node0 GPU3→GPU5", GB/s, peer access).
+fn pair_rates(n: &NodeMatrix) -> Vec<(String, f64, bool)> {
+    n.pairs
+        .iter()
+        .filter_map(|p| {
+            copy_rate(&p.copy).map(|g| {
+                (
+                    format!("{} GPU{}→GPU{}", n.host, p.src, p.dst),
+                    g,
+                    p.peer_access,
+                )
+            })
+        })
+        .collect()
+}
+
+fn peer(c: Criterion, r: &GpuReport, min: f64) -> Criterion {
+    let v: Vec<(String, f64)> = r
+        .nodes
+        .iter()
+        .flat_map(pair_rates)
+        .filter(|x| x.2)
+        .map(|x| (x.0, x.1))
+        .collect();
+    if v.is_empty() {
+        return not_run(
+            c,
+            "no GPU pair with peer access (one GPU per node, or none granted)",
+        );
+    }
+    let (m, fails) = lowest(v, min, "GB/s");
+    settle(c, m, fails)
+}
+
+/// The pairs below `fraction` × their node's median pair, as
+/// "node0 GPU3→GPU5 at 0.40x the median pair (123.0 of 310.0 GB/s)".
+pub fn pair_outlier_list(nodes: &[NodeMatrix], fraction: f64) -> (usize, Vec<String>) {
+    let mut pairs = 0;
+    let mut out = Vec::new();
+    for n in nodes {
+        let rates = pair_rates(n);
+        pairs += rates.len();
+        let values: Vec<f64> = rates.iter().map(|x| x.1).collect();
+        if values.len() < 2 {
+            continue;
+        }
+        let median = crate::stats::median(&values);
+        for (who, g, _) in rates {
+            if median > 0.0 && g < fraction * median {
+                out.push(format!(
+                    "{who} at {:.2}x the median pair ({g:.1} of {median:.1} GB/s)",
+                    g / median
+                ));
+            }
+        }
+    }
+    (pairs, out)
+}
+
+fn pair_outliers(c: Criterion, r: &GpuReport, fraction: f64) -> Criterion {
+    let (pairs, fails) = pair_outlier_list(&r.nodes, fraction);
+    if pairs < 2 {
+        return not_run(c, "fewer than two GPU pairs measured (one GPU per node?)");
+    }
+    let n = fails.len();
+    settle(c, format!("{n} outlier(s) of {pairs} pairs"), fails)
+}
+
+fn burn_rates(r: &GpuReport) -> Vec<(String, f64)> {
+    r.gpus
+        .iter()
+        .filter_map(|g| {
+            g.burn
+                .as_ref()
+                .filter(|b| b.error.is_none() && b.tflops > 0.0)
+                .map(|b| (gpu_name(g), b.tflops))
+        })
+        .collect()
+}
+
+fn tflops(c: Criterion, r: &GpuReport, min: f64) -> Criterion {
+    if r.gpus.iter().all(|g| g.burn.is_none()) {
+        return not_run(c, "no GPU ran the compute burn");
+    }
+    let mut fails: Vec<String> = r
+        .gpus
+        .iter()
+        .filter(|g| g.error.is_none())
+        .filter_map(|g| match &g.burn {
+            Some(b) if b.error.is_none() => None,
+            Some(b) => Some(format!(
+                "{}: burn failed: {}",
+                gpu_name(g),
+                b.error.as_deref().unwrap_or("")
+            )),
+            None => Some(format!("{}: no burn", gpu_name(g))),
+        })
+        .collect();
+    let (m, f) = lowest(burn_rates(r), min, "TFLOP/s");
+    fails.splice(0..0, f);
+    settle(c, m, fails)
+}
+
+fn spread(c: Criterion, r: &GpuReport, max_spread: f64) -> Criterion {
+    let v = burn_rates(r);
+    if v.len() < 2 {
+        return not_run(c, "fewer than two GPUs burned");
+    }
+    let fast = v.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+    let slow = v.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+    let (Some(fast), Some(slow)) = (fast, slow) else {
+        return c;
+    };
+    let s = (fast.1 - slow.1) / fast.1;
+    let m = format!(
+        "{s:.3} (slowest {} {:.1}, fastest {} {:.1} TFLOP/s)",
+        slow.0, slow.1, fast.0, fast.1
+    );
+    let fails = if s > max_spread {
+        vec![format!("{} is {:.1}% below {}", slow.0, 100.0 * s, fast.0)]
+    } else {
+        Vec::new()
+    };
+    settle(c, m, fails)
+}
+
+fn throttle(c: Criterion, r: &GpuReport, max: f64) -> Criterion {
+    let mut v = Vec::new();
+    for g in r.gpus.iter().filter(|g| g.error.is_none()) {
+        if let Some(t) = g.throttle.as_ref().filter(|t| t.samples > 0) {
+            v.push((g, t));
+        }
+    }
+    if v.is_empty() {
+        return not_run(c, "no NVML samples during the burn");
+    }
+    let worst = v
+        .iter()
+        .max_by(|a, b| a.1.throttled_share.total_cmp(&b.1.throttled_share));
+    let m = worst
+        .map(|(g, t)| format!("highest {:.3} ({})", t.throttled_share, gpu_name(g)))
+        .unwrap_or_default();
+    let fails = v
+        .iter()
+        .filter(|(_, t)| t.throttled_share > max)
+        .map(|(g, t)| {
+            let reasons: Vec<String> = t
+                .by_reason
+                .iter()
+                .filter(|(name, _)| {
+                    super::gpu::REASONS
+                        .iter()
+                        .any(|(b, n)| n == name && b & super::gpu::THROTTLE_MASK != 0)
+                })
+                .map(|(n, s)| format!("{n} {:.0}%", 100.0 * s))
+                .collect();
+            format!(
+                "{} throttled {:.0}% of the burn ({})",
+                gpu_name(g),
+                100.0 * t.throttled_share,
+                reasons.join(", ")
+            )
+        })
+        .collect();
+    settle(c, m, fails)
+}
+
+fn pcie(c: Criterion, r: &GpuReport, e: &GpuSpec) -> Criterion {
+    let mut fails = Vec::new();
+    let mut seen = 0;
+    for g in r.gpus.iter().filter(|g| g.error.is_none()) {
+        let Some(p) = &g.pcie else { continue };
+        let (Some(gen), Some(width)) = (p.gen, p.width) else {
+            continue;
+        };
+        seen += 1;
+        let max_gen = p.max_gen.unwrap_or(gen);
+        let max_width = p.max_width.unwrap_or(width);
+        let want_gen = e.pcie_gen.map_or(max_gen, |x| x.max(max_gen));
+        let want_width = e.pcie_width.map_or(max_width, |x| x.max(max_width));
+        if gen < want_gen || width < want_width {
+            fails.push(format!(
+                "{} PCIe Gen{gen} x{width} (GPU max Gen{max_gen} x{max_width}{})",
+                gpu_name(g),
+                match (e.pcie_gen, e.pcie_width) {
+                    (Some(eg), Some(ew)) => format!(", topology Gen{eg} x{ew}"),
+                    _ => String::new(),
+                }
+            ));
+        }
+    }
+    if seen == 0 {
+        return not_run(c, "NVML gave no PCIe link for any GPU");
+    }
+    let n = fails.len();
+    settle(c, format!("{} of {seen} GPUs at max", seen - n), fails)
+}
+
+/// Human phrases for counters that got worse from `before` to `after`: the fatal ones
+/// (uncorrected errors, remapping failures, pending retirements) and the notes
+/// (corrected errors).
+pub fn counter_changes(
+    before: &super::gpu::ErrorCounters,
+    after: &super::gpu::ErrorCounters,
+) -> (Vec<String>, Vec<String>) {
+    let up = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) if b > a => b - a,
+        _ => 0,
+    };
+    let became = |a: Option<bool>, b: Option<bool>| b == Some(true) && a != Some(true);
+    let mut fatal = Vec::new();
+    let mut notes = Vec::new();
+    let unc = up(
+        before.ecc_volatile_uncorrected,
+        after.ecc_volatile_uncorrected,
+    )
+    .max(up(
+        before.ecc_aggregate_uncorrected,
+        after.ecc_aggregate_uncorrected,
+    ));
+    if unc > 0 {
+        fatal.push(format!("{unc} new uncorrected ECC error(s)"));
+    }
+    let dbe = up(before.retired_pages_dbe, after.retired_pages_dbe);
+    if dbe > 0 {
+        fatal.push(format!("{dbe} page(s) newly retired for double-bit errors"));
+    }
+    let rows = up(
+        before.remapped_rows_uncorrected,
+        after.remapped_rows_uncorrected,
+    );
+    if rows > 0 {
+        fatal.push(format!(
+            "{rows} row(s) newly remapped for uncorrected errors"
+        ));
+    }
+    if became(before.remapped_rows_failure, after.remapped_rows_failure) {
+        fatal.push("a row remapping failed".into());
+    }
+    if became(before.remapped_rows_pending, after.remapped_rows_pending) {
+        fatal.push("a row remapping is pending (needs a GPU reset)".into());
+    }
+    if became(before.retired_pages_pending, after.retired_pages_pending) {
+        fatal.push("a page retirement is pending (needs a driver reload)".into());
+    }
+    let corr = up(before.ecc_volatile_corrected, after.ecc_volatile_corrected).max(up(
+        before.ecc_aggregate_corrected,
+        after.ecc_aggregate_corrected,
+    ));
+    if corr > 0 {
+        notes.push(format!("{corr} new corrected ECC error(s)"));
+    }
+    (fatal, notes)
+}
+
+fn errors(c: Criterion, r: &GpuReport, after: Option<&GpuReport>) -> Criterion {
+    let mut fails = Vec::new();
+    let mut notes = Vec::new();
+    let mut compared = 0;
+    for g in r.gpus.iter().filter(|g| g.error.is_none()) {
+        let late = after
+            .and_then(|a| a.gpus.iter().find(|x| x.host == g.host && x.uuid == g.uuid))
+            .and_then(|x| x.counters_after.as_ref().or(x.counters_before.as_ref()));
+        let end = late.or(g.counters_after.as_ref());
+        if let (Some(b), Some(a)) = (&g.counters_before, end) {
+            compared += 1;
+            let (f, n) = counter_changes(b, a);
+            fails.extend(f.into_iter().map(|f| format!("{}: {f}", gpu_name(g))));
+            notes.extend(n.into_iter().map(|n| format!("{}: {n}", gpu_name(g))));
+        }
+        for x in &g.xids {
+            fails.push(format!(
+                "{}: XID {} at {}",
+                gpu_name(g),
+                x.xid,
+                super::utc_text(x.at_unix)
+            ));
+        }
+    }
+    let listening = r.gpus.iter().filter(|g| g.xid_listening).count();
+    if compared == 0 && listening == 0 {
+        return not_run(c, "NVML gave no error counters and no XID events");
+    }
+    let n = fails.len();
+    let mut c = settle(
+        c,
+        format!(
+            "{n} new; counters compared on {compared}, XIDs listened to on {listening} of {} GPUs",
+            r.gpus.len()
+        ),
+        fails,
+    );
+    if !notes.is_empty() {
+        if !c.detail.is_empty() {
+            c.detail.push_str("; ");
+        }
+        c.detail.push_str(&format!("notes: {}", notes.join("; ")));
+    }
+    c
+}
+
+fn dcgm(c: Criterion, r: &GpuReport) -> Criterion {
+    let ran: Vec<_> = r
+        .dcgm
+        .iter()
+        .filter_map(|h| h.diag.as_ref().map(|d| (h, d)))
+        .collect();
+    if ran.is_empty() {
+        let why = r
+            .dcgm
+            .iter()
+            .find_map(|h| h.error.clone())
+            .unwrap_or_else(|| "DCGM's diagnostic was not run".into());
+        return not_run(c, &why);
+    }
+    let mut fails = Vec::new();
+    let mut skipped = Vec::new();
+    for (h, d) in &ran {
+        fails.extend(d.failures().into_iter().map(|f| format!("{}: {f}", h.host)));
+        skipped.extend(d.skipped().into_iter().map(|s| format!("{}: {s}", h.host)));
+    }
+    for h in r.dcgm.iter().filter(|h| h.diag.is_none()) {
+        fails.push(format!(
+            "{}: {}",
+            h.host,
+            h.error.as_deref().unwrap_or("no diagnostic")
+        ));
+    }
+    let n = fails.len();
+    let mut c = settle(c, format!("{n} failure(s) on {} node(s)", ran.len()), fails);
+    if !skipped.is_empty() {
+        if !c.detail.is_empty() {
+            c.detail.push_str("; ");
+        }
+        c.detail
+            .push_str(&format!("skipped: {}", skipped.join("; ")));
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::gpu::*;
+
+    fn rate(gbps: f64) -> Option<CopyRate> {
+        Some(CopyRate {
+            bytes: 1 << 28,
+            reps: 5,
+            gbps,
+            verified: true,
+            error: None,
+        })
+    }
+
+    fn healthy_gpu(host: &str, gpu: usize) -> GpuHealth {
+        let counters = ErrorCounters {
+            ecc_volatile_corrected: Some(0),
+            ecc_volatile_uncorrected: Some(0),
+            ecc_aggregate_corrected: Some(3),
+            ecc_aggregate_uncorrected: Some(0),
+            remapped_rows_corrected: Some(0),
+            remapped_rows_uncorrected: Some(0),
+            remapped_rows_pending: Some(false),
+            remapped_rows_failure: Some(false),
+            ..Default::default()
+        };
+        GpuHealth {
+            rank: gpu,
+            host: host.into(),
+            local_rank: gpu,
+            gpu,
+            name: "NVIDIA H200".into(),
+            uuid: format!("GPU-{host}-{gpu}"),
+            pci_bus_id: format!("0000:{:02x}:00.0", 0x18 + gpu),
+            copies: GpuCopies {
+                h2d: rate(55.0),
+                d2h: rate(55.5),
+                d2d: rate(2100.0),
+            },
+            burn: Some(Burn {
+                kernel: "fma-ptx".into(),
+                seconds: 60.0,
+                launches: 1200,
+                tflops: 60.0 + gpu as f64 * 0.1,
+                tflops_by_tenth: vec![60.0; 10],
+                checked: 1000,
+                wrong: 0,
+                error: None,
+            }),
+            throttle: Some(ThrottleSummary {
+                samples: 300,
+                throttled_share: 0.0,
+                ..Default::default()
+            }),
+            pcie: Some(PcieLink {
+                gen: Some(5),
+                max_gen: Some(5),
+                width: Some(16),
+                max_width: Some(16),
+            }),
+            counters_before: Some(counters.clone()),
+            counters_after: Some(counters),
+            xids: Vec::new(),
+            xid_listening: true,
+            nvml_error: None,
+            error: None,
+        }
+    }
+
+    fn node(host: &str, n: usize, slow: Option<(usize, usize)>) -> NodeMatrix {
+        let mut pairs = Vec::new();
+        for s in 0..n {
+            for d in (0..n).filter(|d| *d != s) {
+                let g = if slow == Some((s, d)) { 150.0 } else { 380.0 };
+                pairs.push(PeerCopy {
+                    src: s,
+                    dst: d,
+                    peer_access: true,
+                    copy: rate(g),
+                    error: None,
+                });
+            }
+        }
+        NodeMatrix {
+            host: host.into(),
+            rank: 0,
+            gpus: (0..n).collect(),
+            pairs,
+            error: None,
+        }
+    }
+
+    fn healthy() -> GpuReport {
+        GpuReport {
+            schema_version: SCHEMA_VERSION,
+            kind: "gpu".into(),
+            gpus: (0..4).map(|g| healthy_gpu("node1", g)).collect(),
+            nodes: vec![node("node1", 4, None)],
+            ..Default::default()
+        }
+    }
+
+    fn criteria() -> GpuCriteria {
+        GpuCriteria {
+            min_host_copy_fraction: Some(0.7),
+            min_memory_fraction: Some(0.8),
+            min_peer_fraction: Some(0.7),
+            min_tflops_fraction: Some(0.7),
+            max_tflops_spread: Some(0.1),
+            max_throttled_share: Some(0.05),
+            ..Default::default()
+        }
+    }
+
+    fn spec() -> GpuSpec {
+        GpuSpec {
+            memory_gbps: Some(4800.0),
+            fp32_tflops: Some(67.0),
+            pcie_gen: Some(5),
+            pcie_width: Some(16),
+            host_copy_gbps: Some(64.0),
+            peer_gbps: Some(450.0),
+        }
+    }
+
+    fn judged(r: &GpuReport) -> Vec<Criterion> {
+        judge(Ok(r), None, &criteria(), Some(&spec()))
+    }
+
+    fn one<'a>(cs: &'a [Criterion], id: &str) -> &'a Criterion {
+        cs.iter()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("{id} in {cs:#?}"))
+    }
+
+    /// Only `id` fails, and its detail names `who`.
+    fn only_fails(r: &GpuReport, id: &str, who: &str) {
+        let cs = judged(r);
+        let failed: Vec<&str> = cs
+            .iter()
+            .filter(|c| c.status == Status::Fail)
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(failed, [id], "{cs:#?}");
+        let c = one(&cs, id);
+        assert!(c.detail.contains(who), "{c:#?}");
+    }
+
+    #[test]
+    fn a_healthy_node_passes_every_criterion() {
+        let cs = judged(&healthy());
+        assert_eq!(cs.len(), 11, "{cs:#?}");
+        let not_pass: Vec<_> = cs
+            .iter()
+            .filter(|c| c.status != Status::Pass && c.id != "gpu.dcgm")
+            .collect();
+        assert!(not_pass.is_empty(), "{not_pass:#?}");
+        assert_eq!(
+            one(&cs, "gpu.memory").measured,
+            "lowest 4200.0 GB/s (node1 GPU 0)"
+        );
+    }
+
+    #[test]
+    fn a_throttled_gpu_fails_naming_it_and_its_reason() {
+        let mut r = healthy();
+        let t = r.gpus[2].throttle.as_mut().unwrap();
+        t.throttled_share = 0.4;
+        t.by_reason.insert("hw_thermal_slowdown".into(), 0.4);
+        t.by_reason.insert("sw_power_cap".into(), 0.9);
+        only_fails(
+            &r,
+            "gpu.throttle",
+            "node1 GPU 2 throttled 40% of the burn (hw_thermal_slowdown 40%)",
+        );
+    }
+
+    #[test]
+    fn an_xid_fails_naming_the_gpu() {
+        let mut r = healthy();
+        r.gpus[1].xids.push(XidEvent {
+            at_unix: 1.0e9,
+            xid: 79,
+        });
+        only_fails(&r, "gpu.errors", "node1 GPU 1: XID 79");
+    }
+
+    #[test]
+    fn a_new_uncorrected_ecc_error_fails_and_a_corrected_one_is_a_note() {
+        let mut r = healthy();
+        let a = r.gpus[3].counters_after.as_mut().unwrap();
+        a.ecc_volatile_uncorrected = Some(2);
+        a.ecc_aggregate_uncorrected = Some(2);
+        a.ecc_volatile_corrected = Some(5);
+        only_fails(
+            &r,
+            "gpu.errors",
+            "node1 GPU 3: 2 new uncorrected ECC error(s)",
+        );
+        let cs = judged(&r);
+        assert!(one(&cs, "gpu.errors")
+            .detail
+            .contains("notes: node1 GPU 3: 5 new corrected ECC error(s)"));
+        // Counters re-read at the end of the acceptance are the ones compared.
+        let mut late = healthy();
+        late.gpus[0]
+            .counters_after
+            .as_mut()
+            .unwrap()
+            .remapped_rows_failure = Some(true);
+        let cs = judge(Ok(&healthy()), Some(&late), &criteria(), Some(&spec()));
+        let c = one(&cs, "gpu.errors");
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.detail.contains("node1 GPU 0: a row remapping failed"),
+            "{c:#?}"
+        );
+    }
+
+    #[test]
+    fn a_slow_pair_fails_as_an_outlier_and_below_the_nvlink_floor() {
+        let mut r = healthy();
+        r.nodes = vec![node("node1", 4, Some((3, 1)))];
+        let cs = judged(&r);
+        let o = one(&cs, "gpu.pair_outlier");
+        assert_eq!(o.status, Status::Fail);
+        assert!(
+            o.detail
+                .contains("node1 GPU3→GPU1 at 0.39x the median pair (150.0 of 380.0 GB/s)"),
+            "{o:#?}"
+        );
+        let p = one(&cs, "gpu.peer");
+        assert_eq!(p.status, Status::Fail);
+        assert!(p.detail.contains("node1 GPU3→GPU1 at 150.0 GB/s"), "{p:#?}");
+    }
+
+    #[test]
+    fn a_pcie_link_below_max_fails_naming_gen_and_width() {
+        let mut r = healthy();
+        r.gpus[0].pcie.as_mut().unwrap().gen = Some(4);
+        only_fails(
+            &r,
+            "gpu.pcie",
+            "node1 GPU 0 PCIe Gen4 x16 (GPU max Gen5 x16, topology Gen5 x16)",
+        );
+        let mut r = healthy();
+        r.gpus[1].pcie.as_mut().unwrap().width = Some(8);
+        only_fails(&r, "gpu.pcie", "node1 GPU 1 PCIe Gen5 x8");
+    }
+
+    #[test]
+    fn wrong_burn_results_and_a_slow_gpu_fail() {
+        let mut r = healthy();
+        r.gpus[2].burn.as_mut().unwrap().wrong = 1;
+        only_fails(
+            &r,
+            "gpu.wrong",
+            "node1 GPU 2 computed 1 wrong value(s) of 1000",
+        );
+        let mut r = healthy();
+        r.gpus[1].burn.as_mut().unwrap().tflops = 40.0;
+        let cs = judged(&r);
+        assert_eq!(one(&cs, "gpu.tflops").status, Status::Fail);
+        assert!(one(&cs, "gpu.tflops")
+            .detail
+            .contains("node1 GPU 1 at 40.0 TFLOP/s"));
+        assert_eq!(one(&cs, "gpu.tflops_spread").status, Status::Fail);
+    }
+
+    #[test]
+    fn no_gpu_and_missing_numbers_are_not_run_with_the_reason() {
+        let r = GpuReport {
+            error: Some("no GPU on any of the 8 rank(s): no CUDA driver".into()),
+            ..Default::default()
+        };
+        let cs = judge(Ok(&r), None, &criteria(), Some(&spec()));
+        assert!(cs
+            .iter()
+            .all(|c| c.status == Status::NotRun && c.detail.contains("no CUDA driver")));
+        let cs = judge(Ok(&healthy()), None, &criteria(), None);
+        let m = one(&cs, "gpu.memory");
+        assert_eq!(m.status, Status::NotRun);
+        assert_eq!(m.detail, "the topology has no gpu.memory_gbps");
+    }
+
+    #[test]
+    fn a_failed_dcgm_test_fails_the_criterion_naming_it() {
+        let text = include_str!("../../tests/fixtures/dcgm/dcgm-4.2.3-r1-fail.json");
+        let mut r = healthy();
+        r.dcgm.push(HostDcgm {
+            host: "node1".into(),
+            diag: Some(crate::dcgm::parse(text, "fixture").unwrap()),
+            error: None,
+        });
+        let mut c = criteria();
+        c.dcgm_diag = true;
+        let cs = judge(Ok(&r), None, &c, Some(&spec()));
+        let d = one(&cs, "gpu.dcgm");
+        assert_eq!(d.status, Status::Fail, "{d:#?}");
+        assert!(d.detail.starts_with("node1: "), "{d:#?}");
+    }
+}
