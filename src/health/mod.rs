@@ -295,8 +295,7 @@ fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) 
     if let Some(p) = &m.health.pcie {
         m.health.pcie = Some(nvml::pcie_link(&watched.samples, p.max_gen, p.max_width));
     }
-    m.health.throttle =
-        (!watched.samples.is_empty()).then(|| nvml::summarize_throttle(&watched.samples));
+    m.health.throttle = Some(nvml::summarize_throttle(&watched.samples)).filter(|t| t.samples > 0);
     let dcgm = (args.dcgm_diag && world.local_rank == 0).then(|| {
         let _g = dog.arm(
             "DCGM's diagnostic (dcgmi diag -r 1)",
@@ -393,15 +392,8 @@ fn peer_matrix(world: &World, args: &GpuArgs, m: &Mine) -> Option<NodeMatrix> {
     })
 }
 
-fn gbps(x: &Option<crate::results::gpu::CopyRate>) -> String {
-    match x {
-        Some(c) if c.error.is_none() => format!("{:.1}", c.gbps),
-        Some(_) => "error".into(),
-        None => "-".into(),
-    }
-}
-
-/// The per-GPU table and the verdict lines rank 0 prints.
+/// The per-GPU table (the report's) and one verdict line per criterion, as rank 0
+/// prints them; `counters_only` prints the error criteria alone.
 fn render(
     r: &GpuReport,
     criteria: &[crate::results::acceptance::Criterion],
@@ -412,72 +404,15 @@ fn render(
         s.push_str(&format!("# burnin gpu: NOT RUN: {e}\n"));
         return s;
     }
-    let header = [
-        "host",
-        "gpu",
-        "name",
-        "h2d GB/s",
-        "d2h GB/s",
-        "mem GB/s",
-        "TFLOP/s",
-        "throttled",
-        "SM MHz",
-        "max °C",
-        "PCIe",
-        "error",
-    ];
-    let rows: Vec<Vec<String>> = r
-        .gpus
-        .iter()
-        .map(|g| {
-            let t = g.throttle.as_ref();
-            vec![
-                g.host.clone(),
-                g.gpu.to_string(),
-                g.name.clone(),
-                gbps(&g.copies.h2d),
-                gbps(&g.copies.d2h),
-                g.copies
-                    .memory_gbps()
-                    .map_or("-".into(), |m| format!("{m:.0}")),
-                g.burn
-                    .as_ref()
-                    .filter(|b| b.error.is_none())
-                    .map_or("-".into(), |b| format!("{:.1}", b.tflops)),
-                t.map_or("-".into(), |t| format!("{:.0}%", 100.0 * t.throttled_share)),
-                t.and_then(|t| t.sm_mhz_p50)
-                    .map_or("-".into(), |v| format!("{v:.0}")),
-                t.and_then(|t| t.temp_c_max)
-                    .map_or("-".into(), |v| v.to_string()),
-                g.pcie
-                    .as_ref()
-                    .map_or("-".into(), |p| match (p.gen, p.width) {
-                        (Some(a), Some(b)) => format!("Gen{a} x{b}"),
-                        _ => "-".into(),
-                    }),
-                g.error.clone().unwrap_or_default(),
-            ]
-        })
-        .collect();
     if !counters_only {
+        let (header, rows) = crate::report::gpu::per_gpu_rows(&r.gpus);
         s.push_str(&crate::table::render(&header, &rows));
     }
-    for c in criteria
+    let shown: Vec<crate::results::acceptance::Criterion> = criteria
         .iter()
-        .filter(|c| !(counters_only && c.id != "gpu.errors" && c.id != "gpu.measured"))
-    {
-        s.push_str(&format!(
-            "{:<8} {}: {} ({}){}\n",
-            c.status.label(),
-            c.id,
-            c.measured,
-            c.threshold,
-            if c.detail.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", c.detail)
-            }
-        ));
-    }
+        .filter(|c| !counters_only || c.id == "gpu.errors" || c.id == "gpu.measured")
+        .cloned()
+        .collect();
+    s.push_str(&crate::report::verdict_text(&shown));
     s
 }

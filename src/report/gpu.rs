@@ -5,7 +5,9 @@ use super::charts;
 use super::data::{GpuData, RunData};
 use super::Doc;
 use crate::results::gpu::{CopyRate, GpuHealth, NodeMatrix};
-use crate::results::gpu_analysis::{counter_changes, gpu_name, pair_outlier_list};
+use crate::results::gpu_analysis::{
+    counter_changes, end_counters, gpu_name, pair_outlier_list, PairOutlier, PAIR_OUTLIER_FRACTION,
+};
 
 fn rate(x: &Option<CopyRate>) -> String {
     match x {
@@ -40,9 +42,15 @@ pub fn section(d: &mut Doc, data: &RunData, charts: bool) {
         r.settings.burn_s,
         r.settings.sample_ms
     ));
-    per_gpu_table(d, &r.gpus);
+    let (header, rows) = per_gpu_rows(&r.gpus);
+    d.table(&header, rows);
+    let fraction = data
+        .card()
+        .and_then(|c| c.gpu.as_ref())
+        .and_then(|g| g.criteria.pair_outlier_fraction)
+        .unwrap_or(PAIR_OUTLIER_FRACTION);
     for n in &r.nodes {
-        matrix(d, n, charts);
+        matrix(d, n, fraction, charts);
     }
     if charts {
         burn_charts(d, g);
@@ -51,7 +59,8 @@ pub fn section(d: &mut Doc, data: &RunData, charts: bool) {
     dcgm_table(d, g);
 }
 
-fn per_gpu_table(d: &mut Doc, gpus: &[GpuHealth]) {
+/// The per-GPU table (header and rows): the report's, and what `burnin gpu` prints.
+pub fn per_gpu_rows(gpus: &[GpuHealth]) -> ([&'static str; 13], Vec<Vec<String>>) {
     let rows = gpus
         .iter()
         .map(|g| {
@@ -86,27 +95,25 @@ fn per_gpu_table(d: &mut Doc, gpus: &[GpuHealth]) {
             ]
         })
         .collect();
-    d.table(
-        &[
-            "host",
-            "GPU",
-            "name",
-            "H2D GB/s",
-            "D2H GB/s",
-            "memory GB/s",
-            "TFLOP/s",
-            "throttled",
-            "SM MHz p50",
-            "max °C",
-            "W p50",
-            "PCIe",
-            "error",
-        ],
-        rows,
-    );
+    let header = [
+        "host",
+        "GPU",
+        "name",
+        "H2D GB/s",
+        "D2H GB/s",
+        "memory GB/s",
+        "TFLOP/s",
+        "throttled",
+        "SM MHz p50",
+        "max °C",
+        "W p50",
+        "PCIe",
+        "error",
+    ];
+    (header, rows)
 }
 
-fn matrix(d: &mut Doc, n: &NodeMatrix, charts: bool) {
+fn matrix(d: &mut Doc, n: &NodeMatrix, fraction: f64, charts: bool) {
     let labels: Vec<String> = n.gpus.iter().map(|g| format!("GPU{g}")).collect();
     let cell = |s: usize, t: usize| {
         n.pairs
@@ -121,12 +128,13 @@ fn matrix(d: &mut Doc, n: &NodeMatrix, charts: bool) {
         .iter()
         .map(|&s| n.gpus.iter().map(|&t| cell(s, t)).collect())
         .collect();
-    let (_, outliers) = pair_outlier_list(std::slice::from_ref(n), 0.8);
+    let (_, outliers) = pair_outlier_list(std::slice::from_ref(n), fraction);
     if charts {
-        let slow: Vec<String> = labels
+        let slow: Vec<String> = n
+            .gpus
             .iter()
-            .filter(|l| outliers.iter().any(|o| o.contains(&format!("{}→", l))))
-            .cloned()
+            .filter(|g| outliers.iter().any(|o| o.src == **g))
+            .map(|g| format!("GPU{g}"))
             .collect();
         d.chart(
             &format!("Peer copies on {} (row → column)", n.host),
@@ -157,7 +165,7 @@ fn matrix(d: &mut Doc, n: &NodeMatrix, charts: bool) {
     let h: Vec<&str> = header.iter().map(String::as_str).collect();
     d.table(&h, rows);
     if !outliers.is_empty() {
-        d.list(outliers);
+        d.list(outliers.iter().map(PairOutlier::text).collect());
     }
     let no_peer: Vec<String> = n
         .pairs
@@ -239,14 +247,10 @@ fn counters_table(d: &mut Doc, g: &GpuData) {
         .iter()
         .filter(|h| h.error.is_none())
         .map(|h| {
-            let late = g
-                .after
-                .as_ref()
-                .and_then(|a| a.gpus.iter().find(|x| x.host == h.host && x.uuid == h.uuid))
-                .and_then(|x| x.counters_after.clone());
-            let end = late.or_else(|| h.counters_after.clone());
             let b = h.counters_before.clone().unwrap_or_default();
-            let a = end.clone().unwrap_or_default();
+            let a = end_counters(h, g.after.as_ref())
+                .cloned()
+                .unwrap_or_default();
             let (fatal, notes) = counter_changes(&b, &a);
             let xids: Vec<String> = h.xids.iter().map(|x| format!("XID {}", x.xid)).collect();
             vec![

@@ -80,9 +80,42 @@ fn floor(
     }
 }
 
-/// Every criterion of `c` over `report` (`None` with the reason: the phase did not
-/// run or measured nothing — every criterion NOT RUN). `after`: the counters read at
-/// the end of the acceptance, when it re-read them.
+/// What a criterion is judged on: the report, or why there is none (then every
+/// criterion is NOT RUN with that reason).
+struct On<'a> {
+    report: Result<&'a GpuReport, String>,
+    after: Option<&'a GpuReport>,
+}
+
+impl On<'_> {
+    /// `c` judged by `f`, or NOT RUN when there is nothing to judge.
+    fn judge(&self, c: Criterion, f: impl FnOnce(Criterion, &GpuReport) -> Criterion) -> Criterion {
+        match &self.report {
+            Ok(r) => f(c, r),
+            Err(why) => not_run(c, why),
+        }
+    }
+
+    /// A floor criterion: NOT RUN when the floor needs a number the topology lacks.
+    fn floor(
+        &self,
+        id: &str,
+        what: &str,
+        floor: Floor,
+        f: impl FnOnce(Criterion, &GpuReport, f64) -> Criterion,
+    ) -> Option<Criterion> {
+        Some(match floor? {
+            Err(why) => not_run(crit(id, what, "-".into()), &why),
+            Ok((min, text)) => {
+                self.judge(crit(id, what, format!("≥ {text}")), |c, r| f(c, r, min))
+            }
+        })
+    }
+}
+
+/// Every criterion of `c` over `report` (`Err` with the reason: the phase did not
+/// run; a report with `error` set measured nothing — every criterion NOT RUN).
+/// `after`: the counters read at the end of the acceptance, when it re-read them.
 pub fn judge(
     report: Result<&GpuReport, String>,
     after: Option<&GpuReport>,
@@ -90,20 +123,73 @@ pub fn judge(
     expect: Option<&GpuSpec>,
 ) -> Vec<Criterion> {
     let e = expect.cloned().unwrap_or_default();
-    let mut out = vec![crit(
-        "measured",
-        "every rank's GPU measured (context, copies, burn)",
-        "no GPU failed".into(),
+    let report = report.and_then(|r| match &r.error {
+        None if !r.gpus.is_empty() => Ok(r),
+        err => Err(err.clone().unwrap_or_else(|| "no GPU measured".into())),
+    });
+    let on = On { report, after };
+    let mut out = vec![on.judge(
+        crit(
+            "measured",
+            "every rank's GPU measured (context, copies, burn)",
+            "no GPU failed".into(),
+        ),
+        measured,
     )];
     if c.zero_wrong {
-        out.push(crit(
-            "wrong",
-            "every copy verified and every burn result right",
-            "0 wrong".into(),
-        ));
+        let what = "every copy verified and every burn result right";
+        out.push(on.judge(crit("wrong", what, "0 wrong".into()), wrong));
     }
-    let floors: [(&str, &str, Floor); 4] = [
-        (
+    out.extend(floors(&on, c, &e));
+    let outlier = c.pair_outlier_fraction.unwrap_or(PAIR_OUTLIER_FRACTION);
+    if c.no_pair_outlier {
+        let what = "no GPU pair's peer copy far below its node's median pair";
+        let k = crit(
+            "pair_outlier",
+            what,
+            format!("≥ {outlier} × the node's median pair"),
+        );
+        out.push(on.judge(k, |k, r| pair_outliers(k, r, outlier)));
+    }
+    if let Some(s) = c.max_tflops_spread {
+        let what = "burn TFLOP/s spread across GPUs, (fastest − slowest) / fastest";
+        out.push(
+            on.judge(crit("tflops_spread", what, format!("≤ {s}")), |k, r| {
+                spread(k, r, s)
+            }),
+        );
+    }
+    if let Some(s) = c.max_throttled_share {
+        let what = "share of the burn a GPU spent throttled (thermal, HW slowdown, power brake, sync boost)";
+        out.push(on.judge(crit("throttle", what, format!("≤ {s}")), |k, r| {
+            throttle(k, r, s)
+        }));
+    }
+    if c.pcie_at_max {
+        let want = match (e.pcie_gen, e.pcie_width) {
+            (Some(g), Some(w)) => format!("at the GPU's max gen and width, and ≥ Gen{g} x{w}"),
+            _ => "at the GPU's max gen and width".into(),
+        };
+        let k = crit("pcie", "every GPU's PCIe link under load", want);
+        out.push(on.judge(k, |k, r| pcie(k, r, &e)));
+    }
+    if c.zero_new_errors {
+        let what = "no new uncorrected ECC error, row-remap failure, pending retirement or XID";
+        out.push(on.judge(crit("errors", what, "0 new".into()), |k, r| {
+            errors(k, r, on.after)
+        }));
+    }
+    if c.dcgm_diag {
+        let what = "DCGM diagnostic (dcgmi diag -r 1) on every node";
+        out.push(on.judge(crit("dcgm", what, "every test passed".into()), dcgm));
+    }
+    out
+}
+
+/// The four floor criteria the card asks for: host copies, memory, peer, burn.
+fn floors(on: &On, c: &GpuCriteria, e: &GpuSpec) -> Vec<Criterion> {
+    [
+        on.floor(
             "host_copy",
             "host↔device copy (pinned), every GPU, both directions",
             floor(
@@ -113,8 +199,9 @@ pub fn judge(
                 "host_copy_gbps",
                 "GB/s",
             ),
+            host_copy,
         ),
-        (
+        on.floor(
             "memory",
             "device memory bandwidth (device-local copy, read + write), every GPU",
             floor(
@@ -124,13 +211,15 @@ pub fn judge(
                 "memory_gbps",
                 "GB/s",
             ),
+            memory,
         ),
-        (
+        on.floor(
             "peer",
             "peer copy of every GPU pair with peer access, each direction",
             floor(None, c.min_peer_fraction, e.peer_gbps, "peer_gbps", "GB/s"),
+            peer,
         ),
-        (
+        on.floor(
             "tflops",
             "compute burn, every GPU",
             floor(
@@ -140,113 +229,12 @@ pub fn judge(
                 "fp32_tflops",
                 "TFLOP/s",
             ),
+            tflops,
         ),
-    ];
-    let mut floored = Vec::new();
-    for (id, what, f) in floors {
-        match f {
-            None => {}
-            Some(Err(why)) => out.push(not_run(crit(id, what, "-".into()), &why)),
-            Some(Ok((v, text))) => {
-                out.push(crit(id, what, format!("≥ {text}")));
-                floored.push((out.len() - 1, v));
-            }
-        }
-    }
-    let outlier = c.pair_outlier_fraction.unwrap_or(PAIR_OUTLIER_FRACTION);
-    if c.no_pair_outlier {
-        out.push(crit(
-            "pair_outlier",
-            "no GPU pair's peer copy far below its node's median pair",
-            format!("≥ {outlier} × the node's median pair"),
-        ));
-    }
-    if let Some(s) = c.max_tflops_spread {
-        out.push(crit(
-            "tflops_spread",
-            "burn TFLOP/s spread across GPUs, (fastest − slowest) / fastest",
-            format!("≤ {s}"),
-        ));
-    }
-    if let Some(s) = c.max_throttled_share {
-        out.push(crit(
-            "throttle",
-            "share of the burn a GPU spent throttled (thermal, HW slowdown, power brake, sync boost)",
-            format!("≤ {s}"),
-        ));
-    }
-    if c.pcie_at_max {
-        let want = match (e.pcie_gen, e.pcie_width) {
-            (Some(g), Some(w)) => format!("at the GPU's max gen and width, and ≥ Gen{g} x{w}"),
-            _ => "at the GPU's max gen and width".into(),
-        };
-        out.push(crit("pcie", "every GPU's PCIe link under load", want));
-    }
-    if c.zero_new_errors {
-        out.push(crit(
-            "errors",
-            "no new uncorrected ECC error, row-remap failure, pending retirement or XID",
-            "0 new".into(),
-        ));
-    }
-    if c.dcgm_diag {
-        out.push(crit(
-            "dcgm",
-            "DCGM diagnostic (dcgmi diag -r 1) on every node",
-            "every test passed".into(),
-        ));
-    }
-    let r = match report {
-        Ok(r) if r.error.is_none() && !r.gpus.is_empty() => r,
-        Ok(r) => {
-            let why = r.error.clone().unwrap_or_else(|| "no GPU measured".into());
-            return out.into_iter().map(|c| not_run(c, &why)).collect();
-        }
-        Err(why) => return out.into_iter().map(|c| not_run(c, &why)).collect(),
-    };
-    let floors: Vec<(usize, f64)> = floored;
-    let crit_of = c;
-    out.into_iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let min = floors.iter().find(|(j, _)| *j == i).map(|x| x.1);
-            evaluate(c, r, after, min, crit_of, &e)
-        })
-        .collect()
-}
-
-/// One criterion over the report.
-fn evaluate(
-    c: Criterion,
-    r: &GpuReport,
-    after: Option<&GpuReport>,
-    min: Option<f64>,
-    k: &GpuCriteria,
-    e: &GpuSpec,
-) -> Criterion {
-    if c.status == Status::NotRun && !c.detail.is_empty() {
-        return c;
-    }
-    let id = c.id.trim_start_matches("gpu.").to_string();
-    match id.as_str() {
-        "measured" => measured(c, r),
-        "wrong" => wrong(c, r),
-        "host_copy" => host_copy(c, r, min.unwrap_or(0.0)),
-        "memory" => memory(c, r, min.unwrap_or(0.0)),
-        "peer" => peer(c, r, min.unwrap_or(0.0)),
-        "tflops" => tflops(c, r, min.unwrap_or(0.0)),
-        "pair_outlier" => pair_outliers(
-            c,
-            r,
-            k.pair_outlier_fraction.unwrap_or(PAIR_OUTLIER_FRACTION),
-        ),
-        "tflops_spread" => spread(c, r, k.max_tflops_spread.unwrap_or(f64::INFINITY)),
-        "throttle" => throttle(c, r, k.max_throttled_share.unwrap_or(f64::INFINITY)),
-        "pcie" => pcie(c, r, e),
-        "errors" => errors(c, r, after),
-        "dcgm" => dcgm(c, r),
-        _ => c,
-    }
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 fn measured(c: Criterion, r: &GpuReport) -> Criterion {
@@ -308,7 +296,11 @@ fn wrong(c: Criterion, r: &GpuReport) -> Criterion {
         }
     }
     let n = fails.len();
-    settle(c, format!("{n} wrong of {checked} checked"), fails)
+    settle(
+        c,
+        format!("{n} GPU(s) or pair(s) wrong; {checked} copies and burn values checked"),
+        fails,
+    )
 }
 
 /// The lowest of `values` (GB/s or TFLOP/s) with its name, and the names below `min`.
@@ -366,17 +358,33 @@ fn memory(c: Criterion, r: &GpuReport, min: f64) -> Criterion {
     settle(c, m, fails)
 }
 
-/// Every measured pair's rate on a node: ("node0 GPU3→GPU5", GB/s, peer access).
-fn pair_rates(n: &NodeMatrix) -> Vec<(String, f64, bool)> {
+/// One measured pair of a node.
+struct PairRate<'a> {
+    host: &'a str,
+    src: usize,
+    dst: usize,
+    gbps: f64,
+    peer_access: bool,
+}
+
+impl PairRate<'_> {
+    /// "node0 GPU3→GPU5".
+    fn name(&self) -> String {
+        format!("{} GPU{}→GPU{}", self.host, self.src, self.dst)
+    }
+}
+
+/// Every measured pair of a node.
+fn pair_rates(n: &NodeMatrix) -> Vec<PairRate<'_>> {
     n.pairs
         .iter()
         .filter_map(|p| {
-            copy_rate(&p.copy).map(|g| {
-                (
-                    format!("{} GPU{}→GPU{}", n.host, p.src, p.dst),
-                    g,
-                    p.peer_access,
-                )
+            copy_rate(&p.copy).map(|gbps| PairRate {
+                host: &n.host,
+                src: p.src,
+                dst: p.dst,
+                gbps,
+                peer_access: p.peer_access,
             })
         })
         .collect()
@@ -387,8 +395,8 @@ fn peer(c: Criterion, r: &GpuReport, min: f64) -> Criterion {
         .nodes
         .iter()
         .flat_map(pair_rates)
-        .filter(|x| x.2)
-        .map(|x| (x.0, x.1))
+        .filter(|p| p.peer_access)
+        .map(|p| (p.name(), p.gbps))
         .collect();
     if v.is_empty() {
         return not_run(
@@ -400,33 +408,74 @@ fn peer(c: Criterion, r: &GpuReport, min: f64) -> Criterion {
     settle(c, m, fails)
 }
 
-/// The pairs below `fraction` × their node's median pair, as
-/// "node0 GPU3→GPU5 at 0.40x the median pair (123.0 of 310.0 GB/s)".
-pub fn pair_outlier_list(nodes: &[NodeMatrix], fraction: f64) -> (usize, Vec<String>) {
+/// A pair below the outlier fraction of its node's median pair.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PairOutlier {
+    pub host: String,
+    pub src: usize,
+    pub dst: usize,
+    pub gbps: f64,
+    pub median_gbps: f64,
+}
+
+impl PairOutlier {
+    /// "node0 GPU3→GPU5 at 0.40x the median pair (123.0 of 310.0 GB/s)".
+    pub fn text(&self) -> String {
+        format!(
+            "{} GPU{}→GPU{} at {:.2}x the median pair ({:.1} of {:.1} GB/s)",
+            self.host,
+            self.src,
+            self.dst,
+            self.gbps / self.median_gbps,
+            self.gbps,
+            self.median_gbps
+        )
+    }
+}
+
+/// The pairs measured and those below `fraction` × their node's median pair.
+pub fn pair_outlier_list(nodes: &[NodeMatrix], fraction: f64) -> (usize, Vec<PairOutlier>) {
     let mut pairs = 0;
     let mut out = Vec::new();
     for n in nodes {
         let rates = pair_rates(n);
         pairs += rates.len();
-        let values: Vec<f64> = rates.iter().map(|x| x.1).collect();
+        let values: Vec<f64> = rates.iter().map(|p| p.gbps).collect();
         if values.len() < 2 {
             continue;
         }
         let median = crate::stats::median(&values);
-        for (who, g, _) in rates {
-            if median > 0.0 && g < fraction * median {
-                out.push(format!(
-                    "{who} at {:.2}x the median pair ({g:.1} of {median:.1} GB/s)",
-                    g / median
-                ));
-            }
-        }
+        out.extend(
+            rates
+                .iter()
+                .filter(|p| median > 0.0 && p.gbps < fraction * median)
+                .map(|p| PairOutlier {
+                    host: p.host.to_string(),
+                    src: p.src,
+                    dst: p.dst,
+                    gbps: p.gbps,
+                    median_gbps: median,
+                }),
+        );
     }
     (pairs, out)
 }
 
+/// The counters to compare with a GPU's first reading: the re-read at the end of the
+/// acceptance when there is one for the same GPU (host and UUID), else the phase's own.
+pub fn end_counters<'a>(
+    g: &'a GpuHealth,
+    after: Option<&'a GpuReport>,
+) -> Option<&'a super::gpu::ErrorCounters> {
+    after
+        .and_then(|a| a.gpus.iter().find(|x| x.host == g.host && x.uuid == g.uuid))
+        .and_then(|x| x.counters_after.as_ref().or(x.counters_before.as_ref()))
+        .or(g.counters_after.as_ref())
+}
+
 fn pair_outliers(c: Criterion, r: &GpuReport, fraction: f64) -> Criterion {
-    let (pairs, fails) = pair_outlier_list(&r.nodes, fraction);
+    let (pairs, outliers) = pair_outlier_list(&r.nodes, fraction);
+    let fails: Vec<String> = outliers.iter().map(PairOutlier::text).collect();
     if pairs < 2 {
         return not_run(c, "fewer than two GPU pairs measured (one GPU per node?)");
     }
@@ -626,11 +675,7 @@ fn errors(c: Criterion, r: &GpuReport, after: Option<&GpuReport>) -> Criterion {
     let mut notes = Vec::new();
     let mut compared = 0;
     for g in r.gpus.iter().filter(|g| g.error.is_none()) {
-        let late = after
-            .and_then(|a| a.gpus.iter().find(|x| x.host == g.host && x.uuid == g.uuid))
-            .and_then(|x| x.counters_after.as_ref().or(x.counters_before.as_ref()));
-        let end = late.or(g.counters_after.as_ref());
-        if let (Some(b), Some(a)) = (&g.counters_before, end) {
+        if let (Some(b), Some(a)) = (&g.counters_before, end_counters(g, after)) {
             compared += 1;
             let (f, n) = counter_changes(b, a);
             fails.extend(f.into_iter().map(|f| format!("{}: {f}", gpu_name(g))));
