@@ -227,6 +227,9 @@ pub enum TierKind {
     Inter,
     Rails,
     Pairs,
+    /// `--find-slow`: the groups of the bisection search (`topology::bisect`), planned
+    /// round by round from the last one's results; not one of `--tiers`.
+    Bisect,
 }
 
 impl TierKind {
@@ -244,6 +247,7 @@ impl TierKind {
             TierKind::Inter => "inter",
             TierKind::Rails => "rails",
             TierKind::Pairs => "pairs",
+            TierKind::Bisect => "bisect",
         }
     }
     pub fn parse(s: &str) -> Option<TierKind> {

@@ -143,6 +143,9 @@ pub struct SweepReport {
     /// in runs of burnin versions before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<TransportReport>,
+    /// What `--find-slow`'s bisection search found (absent without the flag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub find_slow: Option<FindSlow>,
     /// nccl-tests' footer: average busbw over the world tier's points (GB/s).
     pub avg_busbw_gbps: f64,
     /// Wrong elements over all points, a count (0 when unchecked).
@@ -151,4 +154,50 @@ pub struct SweepReport {
     pub finished_unix: f64,
     /// pass: no wrong element and the analysis passed; else fail.
     pub outcome: String,
+}
+
+/// One group of the bisection search, judged.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct FindSlowStep {
+    /// Round of the search, from 0.
+    pub round: usize,
+    /// The group's label ("node0..node3", "node2+node5").
+    pub label: String,
+    /// Host names of its nodes, in node order.
+    pub hosts: Vec<String>,
+    /// Its all_reduce bus bandwidth at the largest size, GB/s.
+    pub busbw_gbps: f64,
+    /// The same as a per-node link rate, GB/s: busbw·(ranks−1)/(nodes−1), which does
+    /// not depend on the group's size, so groups of any size compare.
+    pub node_rate_gbps: f64,
+    /// The rate it was judged against (outlier fraction × the best so far), GB/s.
+    pub threshold_gbps: f64,
+    /// Below the threshold: the search went into it.
+    pub slow: bool,
+}
+
+/// `--find-slow`: the bisection search's result (topology::bisect).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct FindSlow {
+    /// The outlier fraction that judged every group.
+    pub outlier_fraction: f64,
+    /// Rounds the search ran.
+    pub rounds: usize,
+    /// Rounds the pairs tier would take on these nodes, for comparison.
+    pub pairs_tier_rounds: usize,
+    /// Hosts whose every pair was slow.
+    pub slow_nodes: Vec<String>,
+    /// Slow links: host pairs that are each fast with another partner.
+    pub slow_links: Vec<(String, String)>,
+    /// Slow groups the search could not separate further, as host lists.
+    pub unresolved: Vec<Vec<String>>,
+    /// Every group measured, in order: the path of decisions.
+    pub path: Vec<FindSlowStep>,
+}
+
+impl FindSlow {
+    /// Nothing slow found.
+    pub fn clean(&self) -> bool {
+        self.slow_nodes.is_empty() && self.slow_links.is_empty() && self.unresolved.is_empty()
+    }
 }

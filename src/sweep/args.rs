@@ -86,6 +86,11 @@ pub struct SweepArgs {
     /// transport is reported).
     #[arg(long)]
     pub no_transport: bool,
+    /// After the tiers, find the slow node or link by bisection: all_reduce in halves
+    /// of the node set at once, recursing into the slow half, then pairs within the
+    /// last suspects — about log2(n) rounds instead of the pairs tier's n−1.
+    #[arg(long)]
+    pub find_slow: bool,
     /// Test only: make this rank corrupt its result buffer so the check must fail.
     #[arg(long, hide = true)]
     pub corrupt_rank: Option<usize>,

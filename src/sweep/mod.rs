@@ -7,6 +7,7 @@
 //! ranks can never disagree on the number of calls and deadlock.
 pub mod analysis;
 mod args;
+pub mod find_slow;
 use crate::backend::{self, Backend, BackendKind, Bufs, Call, WaitCtx};
 use crate::collective::{self, Params, Pattern};
 use crate::config::GlobalArgs;
@@ -15,7 +16,7 @@ use crate::kinds::TierKind;
 use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::results::analysis::Analysis;
 use crate::results::provenance::Provenance;
-use crate::results::sweep::{Plan, Point, Sampling, SweepReport, SCHEMA_VERSION};
+use crate::results::sweep::{FindSlow, Plan, Point, Sampling, SweepReport, SCHEMA_VERSION};
 use crate::results::{self, Jsonl};
 use crate::stats::{self, Combine, TimeStats};
 use crate::topology;
@@ -919,11 +920,13 @@ pub fn run(
     }
     let stack = be_world.describe();
     drop(be_world);
+    let bisect_plan = find_slow::bisect_plan(&plan);
     let mut run = TierRun {
         world,
         cfg: &cfg,
         args,
         plan: &plan,
+        bisect_plan: &bisect_plan,
         kind,
         dog,
         sink: Sink {
@@ -939,6 +942,12 @@ pub fn run(
     for tier in &tiers {
         run.tier(tier)?;
     }
+    let find_slow = if args.find_slow {
+        let rules = Rules::from(topo.as_ref(), args.outlier_fraction, args.min_fraction);
+        run.find_slow(rules.outlier_for(TierKind::Pairs), nics)?
+    } else {
+        None
+    };
     let transport = collect_transport(world, kind, args, &tiers, &run.comms)?;
     if world.rank != 0 {
         return Ok(Outcome::Pass);
@@ -952,6 +961,7 @@ pub fn run(
         plan,
         topology: topo,
         transport,
+        find_slow,
     };
     finish(world, args, sink.points, ends)
 }
@@ -994,6 +1004,8 @@ struct TierRun<'a> {
     cfg: &'a backend::BackendConfig,
     args: &'a SweepArgs,
     plan: &'a Plan,
+    /// What every `--find-slow` group runs (one all_reduce at the largest size).
+    bisect_plan: &'a Plan,
     kind: BackendKind,
     dog: Arc<Watchdog>,
     /// rank 0: every point, streamed to points.jsonl.
@@ -1061,7 +1073,12 @@ impl TierRun<'_> {
             };
             let be = backend::build(self.kind, comm, world, self.cfg, self.dog.clone())?;
             self.note_comm(info.tier, info.group, info.members.clone());
-            let sizes = if tier.kind == TierKind::Pairs {
+            let plan = if tier.kind == TierKind::Bisect {
+                self.bisect_plan
+            } else {
+                self.plan
+            };
+            let sizes = if matches!(tier.kind, TierKind::Pairs | TierKind::Bisect) {
                 vec![self.plan.sizes.last().copied().unwrap_or(0)]
             } else {
                 self.plan.sizes.clone()
@@ -1077,7 +1094,7 @@ impl TierRun<'_> {
             };
             let pts = run_group(
                 be.as_ref(),
-                self.plan,
+                plan,
                 &sizes,
                 &info,
                 self.cfg.deadline,
@@ -1104,7 +1121,8 @@ impl TierRun<'_> {
                 round_points.push(p.clone());
                 self.sink.record(p)?;
             }
-            if tier.kind != TierKind::World && ri + 1 == tier.rounds.len() {
+            let summary = !matches!(tier.kind, TierKind::World | TierKind::Bisect);
+            if summary && ri + 1 == tier.rounds.len() {
                 print!("{}", group_summary_lines(&round_points));
             }
         }
@@ -1149,6 +1167,7 @@ struct Ends {
     plan: Plan,
     topology: Option<Topology>,
     transport: Option<TransportReport>,
+    find_slow: Option<FindSlow>,
 }
 
 /// rank 0: the footer, the analysis, the verdict, and run.json.
@@ -1168,7 +1187,8 @@ fn finish(world: &World, args: &SweepArgs, points: Vec<Point>, ends: Ends) -> Re
         print!("{}", transport::render_lines(t));
     }
     let wrong_total: u64 = points.iter().filter_map(|p| p.wrong).sum();
-    let outcome = Outcome::from_ok(wrong_total == 0 && analysis.pass);
+    let found_clean = ends.find_slow.as_ref().map_or(true, FindSlow::clean);
+    let outcome = Outcome::from_ok(wrong_total == 0 && analysis.pass && found_clean);
     let pass = outcome == Outcome::Pass;
     println!("# verdict: {}", if pass { "PASS" } else { "FAIL" });
     if let Some(dir) = &args.out {
@@ -1183,6 +1203,7 @@ fn finish(world: &World, args: &SweepArgs, points: Vec<Point>, ends: Ends) -> Re
             analysis,
             topology: ends.topology,
             transport: ends.transport,
+            find_slow: ends.find_slow,
             finished_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
             outcome: if pass { "pass" } else { "fail" }.into(),
         };

@@ -12,6 +12,7 @@
 //! Groups in one round are disjoint, so every rank is in at most one group per round.
 //! A tier whose groups would repeat an earlier tier's (intra on one node = world) or
 //! that has no group of two ranks is skipped.
+pub mod bisect;
 pub mod file;
 
 use crate::kinds::{Node, TierKind};
@@ -94,6 +95,7 @@ pub fn plan_tiers(nodes: &[Node], wanted: &[TierKind], pair_ranks: Option<usize>
             TierKind::Inter => vec![inter_round(nodes)],
             TierKind::Rails => vec![rails_round(nodes)],
             TierKind::Pairs => pairs_rounds(nodes, pair_ranks),
+            TierKind::Bisect => Vec::new(), // planned as it runs (`bisect`)
         };
         let rounds = without_single_ranks(rounds, kind);
         let signature = tier_signature(&rounds);
@@ -213,6 +215,41 @@ fn pairs_rounds(nodes: &[Node], pair_ranks: Option<usize>) -> Vec<Round> {
                 .collect(),
         })
         .collect()
+}
+
+/// A group of whole nodes (their first `ranks_per_node` ranks each; None: all), as
+/// the bisection search plans them; `index` runs across its rounds.
+pub fn node_group(
+    nodes: &[Node],
+    of: &[usize],
+    ranks_per_node: Option<usize>,
+    index: usize,
+) -> Group {
+    let take = ranks_per_node.unwrap_or(usize::MAX).max(1);
+    let mut members: Vec<usize> = of
+        .iter()
+        .flat_map(|&i| nodes[i].ranks.iter().take(take).copied())
+        .collect();
+    members.sort_unstable();
+    let mut sorted = of.to_vec();
+    sorted.sort_unstable();
+    let label = match sorted.as_slice() {
+        [a, b] => format!("{}+{}", node_label(nodes, *a), node_label(nodes, *b)),
+        [a, .., b] if b - a + 1 == sorted.len() => {
+            format!("{}..{}", node_label(nodes, *a), node_label(nodes, *b))
+        }
+        _ => sorted
+            .iter()
+            .map(|&i| node_label(nodes, i))
+            .collect::<Vec<_>>()
+            .join("+"),
+    };
+    Group {
+        index,
+        label,
+        members,
+        nodes: sorted,
+    }
 }
 
 /// Drop groups of one rank (except the world of a one-GPU machine, which nccl-tests

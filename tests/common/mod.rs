@@ -151,12 +151,18 @@ impl SimCluster {
     /// with a message, where root or network namespaces are refused. On a cluster that
     /// is up already this reshapes it.
     pub fn start(&self, extra: &[&str]) -> bool {
+        self.start_sized(4, 2, extra)
+    }
+
+    /// [`SimCluster::start`] with `nodes` nodes of `ranks` ranks each.
+    pub fn start_sized(&self, nodes: usize, ranks: usize, extra: &[&str]) -> bool {
+        let (nodes, ranks) = (nodes.to_string(), ranks.to_string());
         let mut args = vec![
             "up",
             "--nodes",
-            "4",
+            &nodes,
             "--ranks-per-node",
-            "2",
+            &ranks,
             "--subnet",
             self.subnet,
         ];
@@ -173,7 +179,12 @@ impl SimCluster {
 
     /// [`SimCluster::start`], and a guard that takes the cluster down when dropped.
     pub fn up(&self, extra: &[&str]) -> Option<SimDown> {
-        self.start(extra).then_some(SimDown {
+        self.up_sized(4, 2, extra)
+    }
+
+    /// [`SimCluster::up`] with `nodes` nodes of `ranks` ranks each.
+    pub fn up_sized(&self, nodes: usize, ranks: usize, extra: &[&str]) -> Option<SimDown> {
+        self.start_sized(nodes, ranks, extra).then_some(SimDown {
             prefix: self.prefix,
             subnet: self.subnet,
         })
