@@ -566,75 +566,96 @@ pub fn compare(topo: &Topology, nodes: &[NodeView]) -> Vec<Difference> {
         let Some(f) = n.fabric else {
             continue;
         };
-        // GPUs: NVML's list, else what CUDA showed.
-        let names: Vec<String> = if f.gpus.gpus.is_empty() {
-            n.cuda_gpus.clone()
-        } else {
-            f.gpus.gpus.iter().map(|g| g.name.clone()).collect()
-        };
-        let want = topo.node.gpus;
-        if want > 0 && names.len() < want {
-            let why = if names.is_empty() {
-                format!(" ({})", f.gpus.error.as_deref().unwrap_or("no GPU visible"))
-            } else {
-                String::new()
-            };
-            diff(
-                n.host,
-                "gpu",
-                format!(
-                    "{}: {} GPU(s), {} expects {want} — missing GPU{why}",
-                    n.host,
-                    names.len(),
-                    topo.name
-                ),
-            );
-        }
-        if let Some(model) = &topo.node.gpu_model {
-            for (i, name) in names.iter().enumerate() {
-                if !name.contains(model.as_str()) {
-                    diff(
-                        n.host,
-                        "gpu",
-                        format!(
-                            "{}: GPU {i} is {name}, {} expects {model}",
-                            n.host, topo.name
-                        ),
-                    );
-                }
-            }
-        }
-        // NVLink: every GPU with its links up.
-        let intra = topo.intra.as_ref();
-        let nvlink = intra
-            .and_then(|s| s.link.as_deref())
-            .is_some_and(|l| l.starts_with("nvlink"));
-        if nvlink && !f.gpus.gpus.is_empty() {
-            let per_gpu = intra.and_then(|s| s.nvlinks_per_gpu);
-            for g in &f.gpus.gpus {
-                let need = per_gpu.unwrap_or(1);
-                if g.nvlinks_active < need {
-                    diff(
-                        n.host,
-                        "nvlink",
-                        format!(
-                            "{}: GPU {} ({}) has {} of {} NVLinks active — NVLink down",
-                            n.host,
-                            g.index,
-                            g.pci_bus_id,
-                            g.nvlinks_active,
-                            per_gpu.unwrap_or(g.nvlinks).max(g.nvlinks)
-                        ),
-                    );
-                }
-            }
-        }
+        compare_gpus(topo, n, f, &mut diff);
+        compare_nvlinks(topo, n.host, f, &mut diff);
         // NICs of the declared kind: count up, and each at the declared rate.
         if let Some(inter) = &topo.inter {
             compare_nics(n.host, &topo.name, inter, f, &mut diff);
         }
     }
     out
+}
+
+/// A node's GPUs against the topology: enough of them, each of the declared model.
+fn compare_gpus(
+    topo: &Topology,
+    n: &NodeView,
+    f: &NodeFabric,
+    diff: &mut impl FnMut(&str, &str, String),
+) {
+    // GPUs: NVML's list, else what CUDA showed.
+    let names: Vec<String> = if f.gpus.gpus.is_empty() {
+        n.cuda_gpus.clone()
+    } else {
+        f.gpus.gpus.iter().map(|g| g.name.clone()).collect()
+    };
+    let want = topo.node.gpus;
+    if want > 0 && names.len() < want {
+        let why = if names.is_empty() {
+            format!(" ({})", f.gpus.error.as_deref().unwrap_or("no GPU visible"))
+        } else {
+            String::new()
+        };
+        diff(
+            n.host,
+            "gpu",
+            format!(
+                "{}: {} GPU(s), {} expects {want} — missing GPU{why}",
+                n.host,
+                names.len(),
+                topo.name
+            ),
+        );
+    }
+    if let Some(model) = &topo.node.gpu_model {
+        for (i, name) in names.iter().enumerate() {
+            if !name.contains(model.as_str()) {
+                diff(
+                    n.host,
+                    "gpu",
+                    format!(
+                        "{}: GPU {i} is {name}, {} expects {model}",
+                        n.host, topo.name
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// A node's NVLinks against the topology (when its intra-node link is NVLink): every
+/// GPU with its links up.
+fn compare_nvlinks(
+    topo: &Topology,
+    host: &str,
+    f: &NodeFabric,
+    diff: &mut impl FnMut(&str, &str, String),
+) {
+    // NVLink: every GPU with its links up.
+    let intra = topo.intra.as_ref();
+    let nvlink = intra
+        .and_then(|s| s.link.as_deref())
+        .is_some_and(|l| l.starts_with("nvlink"));
+    if nvlink && !f.gpus.gpus.is_empty() {
+        let per_gpu = intra.and_then(|s| s.nvlinks_per_gpu);
+        for g in &f.gpus.gpus {
+            let need = per_gpu.unwrap_or(1);
+            if g.nvlinks_active < need {
+                diff(
+                    host,
+                    "nvlink",
+                    format!(
+                        "{}: GPU {} ({}) has {} of {} NVLinks active — NVLink down",
+                        host,
+                        g.index,
+                        g.pci_bus_id,
+                        g.nvlinks_active,
+                        per_gpu.unwrap_or(g.nvlinks).max(g.nvlinks)
+                    ),
+                );
+            }
+        }
+    }
 }
 
 fn compare_nics(
@@ -728,16 +749,23 @@ pub fn render_node(host: &str, f: &NodeFabric) -> String {
             .map(|m| format!(", {m}"))
             .unwrap_or_default()
     ));
-    match (&f.gpus.error, f.gpus.gpus.is_empty()) {
+    render_gpus(&f.gpus, &mut s);
+    render_ports(f, &mut s);
+    s
+}
+
+/// The GPU lines of [`render_node`]: each GPU NVML sees, then its topology matrix.
+fn render_gpus(nvml: &GpuFabric, s: &mut String) {
+    match (&nvml.error, nvml.gpus.is_empty()) {
         (Some(e), true) => s.push_str(&format!("#   GPUs (NVML): absent — {e}\n")),
         (_, true) => s.push_str("#   GPUs (NVML): none\n"),
         _ => {
             s.push_str(&format!(
                 "#   GPUs (NVML {}, driver {}):\n",
-                f.gpus.nvml_version.as_deref().unwrap_or("?"),
-                f.gpus.driver_version.as_deref().unwrap_or("?")
+                nvml.nvml_version.as_deref().unwrap_or("?"),
+                nvml.driver_version.as_deref().unwrap_or("?")
             ));
-            for g in &f.gpus.gpus {
+            for g in &nvml.gpus {
                 s.push_str(&format!(
                     "#     GPU{} {} {} NUMA {} NVLinks {}/{} active\n",
                     g.index,
@@ -750,11 +778,10 @@ pub fn render_node(host: &str, f: &NodeFabric) -> String {
                     g.nvlinks
                 ));
             }
-            let n = f.gpus.matrix.len();
+            let n = nvml.matrix.len();
             let mut header = vec![String::new()];
             header.extend((0..n).map(|i| format!("GPU{i}")));
-            let body: Vec<Vec<String>> = f
-                .gpus
+            let body: Vec<Vec<String>> = nvml
                 .matrix
                 .iter()
                 .enumerate()
@@ -770,6 +797,10 @@ pub fn render_node(host: &str, f: &NodeFabric) -> String {
             }
         }
     }
+}
+
+/// The InfiniBand/RoCE port and NIC lines of [`render_node`].
+fn render_ports(f: &NodeFabric, s: &mut String) {
     if f.ib_ports.is_empty() {
         s.push_str("#   InfiniBand/RoCE: absent (no /sys/class/infiniband)\n");
     }
@@ -808,7 +839,6 @@ pub fn render_node(host: &str, f: &NodeFabric) -> String {
                 .unwrap_or_else(|| "-".into())
         ));
     }
-    s
 }
 
 #[cfg(test)]

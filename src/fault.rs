@@ -316,6 +316,105 @@ pub fn trial_seed(seed: u64, trial: usize) -> u64 {
     r.next_u64()
 }
 
+/// `--fault KIND` parsed and checked with `--slow-factor`: a link cut is refused
+/// here (only `burnin chaos` can cut a link).
+fn fault_kind(args: &FaultArgs, text: &str) -> Result<FaultKind> {
+    let kind = FaultKind::parse(text).map_err(|e| usage("--fault", e))?;
+    if let FaultKind::LinkCut(n) = &kind {
+        return Err(usage(
+            "--fault",
+            format!(
+                "link-cut:{n} is not something a rank can do to itself: run `burnin chaos --fault link-cut:{n}` on the simulated cluster (it runs `sim-cluster cut {n}`)"
+            ),
+        ));
+    }
+    if !(args.slow_factor.is_finite() && args.slow_factor > 1.0 && args.slow_factor <= 1000.0) {
+        return Err(usage(
+            "--slow-factor",
+            format!(
+                "{} must be a number above 1 (at most 1000)",
+                args.slow_factor
+            ),
+        ));
+    }
+    Ok(kind)
+}
+
+/// The victim rank of `kind` (`--fault-rank`, or drawn from `rng`), None for a fault
+/// that hits a whole node.
+fn pick_rank(
+    args: &FaultArgs,
+    kind: &FaultKind,
+    rank_pick: Pick,
+    world_size: usize,
+    rng: &mut SplitMix64,
+) -> Result<Option<usize>> {
+    Ok(if kind.has_victim_rank() {
+        Some(match rank_pick {
+            Pick::Fixed(r) if r as usize >= world_size => {
+                return Err(usage(
+                    "--fault-rank",
+                    format!("rank {r} does not exist in a job of {world_size} ranks"),
+                ))
+            }
+            Pick::Fixed(r) => r as usize,
+            Pick::Random => rng.between(0, world_size.saturating_sub(1) as u64) as usize,
+        })
+    } else {
+        if args.fault_rank.is_some() {
+            return Err(usage(
+                "--fault-rank",
+                format!("{kind} hits every rank of the node: leave --fault-rank out"),
+            ));
+        }
+        None
+    })
+}
+
+/// The step the fault fires at (`--fault-step`, or drawn from `rng` in the range
+/// `kind` can recover from).
+fn pick_step(
+    kind: &FaultKind,
+    step_pick: Pick,
+    steps: u64,
+    ckpt_every: u64,
+    keep: usize,
+    rng: &mut SplitMix64,
+) -> Result<u64> {
+    Ok(match step_pick {
+        Pick::Fixed(s) => {
+            if s < 1 || s >= steps {
+                return Err(usage(
+                    "--fault-step",
+                    format!(
+                        "{s} must be between 1 and --steps - 1 = {} (the job must have a step left to recover into)",
+                        steps.saturating_sub(1)
+                    ),
+                ));
+            }
+            if *kind == FaultKind::CorruptCkpt {
+                check_corrupt_ckpt(ckpt_every, keep).map_err(|e| usage("--fault", e))?;
+                if s < 2 * ckpt_every {
+                    return Err(usage(
+                        "--fault-step",
+                        format!(
+                            "corrupt-ckpt at step {s} would damage the only checkpoint: it needs two complete ones first (step >= 2 x --ckpt-every = {})",
+                            2 * ckpt_every
+                        ),
+                    ));
+                }
+            }
+            s
+        }
+        Pick::Random => {
+            let (lo, hi) = kind
+                .step_range(steps, ckpt_every, keep)
+                .map_err(|e| usage("--fault-step", e))?;
+            rng.between(lo, hi)
+        }
+    })
+}
+
 /// Resolve the `--fault*` flags of a run of `world_size` ranks (None: no fault).
 /// Pure: every rank reaches the same plan or the same error.
 pub fn plan(
@@ -338,80 +437,13 @@ pub fn plan(
         }
         return Ok(None);
     };
-    let kind = FaultKind::parse(text).map_err(|e| usage("--fault", e))?;
-    if let FaultKind::LinkCut(n) = &kind {
-        return Err(usage(
-            "--fault",
-            format!(
-                "link-cut:{n} is not something a rank can do to itself: run `burnin chaos --fault link-cut:{n}` on the simulated cluster (it runs `sim-cluster cut {n}`)"
-            ),
-        ));
-    }
-    if !(args.slow_factor.is_finite() && args.slow_factor > 1.0 && args.slow_factor <= 1000.0) {
-        return Err(usage(
-            "--slow-factor",
-            format!(
-                "{} must be a number above 1 (at most 1000)",
-                args.slow_factor
-            ),
-        ));
-    }
+    let kind = fault_kind(args, text)?;
     let seed = args.fault_seed.unwrap_or(default_seed);
     let mut rng = SplitMix64(seed);
     let rank_pick = Pick::parse("--fault-rank", args.fault_rank.as_deref())?;
     let step_pick = Pick::parse("--fault-step", args.fault_step.as_deref())?;
-    let rank = if kind.has_victim_rank() {
-        Some(match rank_pick {
-            Pick::Fixed(r) if r as usize >= world_size => {
-                return Err(usage(
-                    "--fault-rank",
-                    format!("rank {r} does not exist in a job of {world_size} ranks"),
-                ))
-            }
-            Pick::Fixed(r) => r as usize,
-            Pick::Random => rng.between(0, world_size.saturating_sub(1) as u64) as usize,
-        })
-    } else {
-        if args.fault_rank.is_some() {
-            return Err(usage(
-                "--fault-rank",
-                format!("{kind} hits every rank of the node: leave --fault-rank out"),
-            ));
-        }
-        None
-    };
-    let step = match step_pick {
-        Pick::Fixed(s) => {
-            if s < 1 || s >= steps {
-                return Err(usage(
-                    "--fault-step",
-                    format!(
-                        "{s} must be between 1 and --steps - 1 = {} (the job must have a step left to recover into)",
-                        steps.saturating_sub(1)
-                    ),
-                ));
-            }
-            if kind == FaultKind::CorruptCkpt {
-                check_corrupt_ckpt(ckpt_every, keep).map_err(|e| usage("--fault", e))?;
-                if s < 2 * ckpt_every {
-                    return Err(usage(
-                        "--fault-step",
-                        format!(
-                            "corrupt-ckpt at step {s} would damage the only checkpoint: it needs two complete ones first (step >= 2 x --ckpt-every = {})",
-                            2 * ckpt_every
-                        ),
-                    ));
-                }
-            }
-            s
-        }
-        Pick::Random => {
-            let (lo, hi) = kind
-                .step_range(steps, ckpt_every, keep)
-                .map_err(|e| usage("--fault-step", e))?;
-            rng.between(lo, hi)
-        }
-    };
+    let rank = pick_rank(args, &kind, rank_pick, world_size, &mut rng)?;
+    let step = pick_step(&kind, step_pick, steps, ckpt_every, keep, &mut rng)?;
     Ok(Some(FaultPlan {
         kind,
         rank,

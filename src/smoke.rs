@@ -410,6 +410,78 @@ pub fn check_storage(dir: &Path, name: &str) -> Result<String, String> {
     ))
 }
 
+/// Every rank's reason for not taking part in the collective ("rank r (host): why"),
+/// learnt by all before anyone starts NCCL; empty when all are ready.
+fn not_ready_ranks(world: &World, ready: Result<(), String>) -> Result<Vec<String>> {
+    let all: Vec<Option<String>> = world.all_gather_json(&ready.err())?;
+    Ok(all
+        .iter()
+        .enumerate()
+        .filter_map(|(r, p)| {
+            p.as_ref()
+                .map(|p| format!("{}: {p}", world.describe_rank(r)))
+        })
+        .collect())
+}
+
+/// One timed all_reduce of [`ALL_REDUCE_ELEMS`] f32 over the world on `be`, every
+/// element checked against the collective table; the pass line's detail.
+fn all_reduce_once(be: &dyn backend::Backend, world: &World, kind: BackendKind) -> Result<String> {
+    let coll = collective::get(CollKind::AllReduce);
+    let p = Params {
+        n: world.size,
+        count: ALL_REDUCE_ELEMS,
+        dtype: Dtype::F32,
+        op: RedOp::Sum,
+        root: 0,
+    };
+    let l = coll.layout(&p);
+    let es = p.dtype.size();
+    let mut send = be.alloc(l.send * es)?;
+    let mut recv = be.alloc(l.recv * es)?;
+    be.fill(&mut send, &coll.input(&p, world.rank))?;
+    be.fill(
+        &mut recv,
+        &Pattern::one(p, 0, l.recv, collective::Source::Poison),
+    )?;
+    let call = Call {
+        kind: CollKind::AllReduce,
+        dtype: p.dtype,
+        op: p.op,
+        root: 0,
+        count: p.count,
+        in_place: false,
+    };
+    let ctx = WaitCtx {
+        what: format!("smoke: {} over {} ranks", call.describe(), world.size),
+        deadline: STEP_LIMIT,
+    };
+    let times = be.run_timed(
+        &call,
+        Bufs::OutOfPlace {
+            send: &send,
+            recv: &mut recv,
+        },
+        1,
+        &ctx,
+    )?;
+    let m = be.check(&recv, &coll.expected(&p, world.rank, false, 0))?;
+    if m.wrong > 0 {
+        anyhow::bail!(
+            "{} wrong element(s) of {}, first at {}",
+            m.wrong,
+            p.count,
+            m.first.unwrap_or(0)
+        );
+    }
+    Ok(format!(
+        "{} f32 sum over {} ranks ({kind}) in {:.1} us, every element correct",
+        Bytes((p.count * es) as u64),
+        world.size,
+        times.first().copied().unwrap_or(0.0) * 1e6
+    ))
+}
+
 /// `comm-init` and `all_reduce`: build the backend over the world, then one
 /// all_reduce whose every element is checked against the collective table.
 fn check_collective(
@@ -421,15 +493,7 @@ fn check_collective(
 ) -> Result<(Check, Check)> {
     let t = Instant::now();
     // Everyone learns who cannot take part before anyone starts NCCL.
-    let all: Vec<Option<String>> = world.all_gather_json(&ready.err())?;
-    let not_ready: Vec<String> = all
-        .iter()
-        .enumerate()
-        .filter_map(|(r, p)| {
-            p.as_ref()
-                .map(|p| format!("{}: {p}", world.describe_rank(r)))
-        })
-        .collect();
+    let not_ready = not_ready_ranks(world, ready)?;
     if !not_ready.is_empty() {
         let why = format!("not attempted: {}", not_ready.join("; "));
         return Ok((
@@ -459,63 +523,103 @@ fn check_collective(
         return Ok((init, fail("all_reduce", why, t)));
     }
     let t = Instant::now();
-    let result = (|| -> Result<String> {
-        let coll = collective::get(CollKind::AllReduce);
-        let p = Params {
-            n: world.size,
-            count: ALL_REDUCE_ELEMS,
-            dtype: Dtype::F32,
-            op: RedOp::Sum,
-            root: 0,
-        };
-        let l = coll.layout(&p);
-        let es = p.dtype.size();
-        let mut send = be.alloc(l.send * es)?;
-        let mut recv = be.alloc(l.recv * es)?;
-        be.fill(&mut send, &coll.input(&p, world.rank))?;
-        be.fill(
-            &mut recv,
-            &Pattern::one(p, 0, l.recv, collective::Source::Poison),
-        )?;
-        let call = Call {
-            kind: CollKind::AllReduce,
-            dtype: p.dtype,
-            op: p.op,
-            root: 0,
-            count: p.count,
-            in_place: false,
-        };
-        let ctx = WaitCtx {
-            what: format!("smoke: {} over {} ranks", call.describe(), world.size),
-            deadline: STEP_LIMIT,
-        };
-        let times = be.run_timed(
-            &call,
-            Bufs::OutOfPlace {
-                send: &send,
-                recv: &mut recv,
-            },
-            1,
-            &ctx,
-        )?;
-        let m = be.check(&recv, &coll.expected(&p, world.rank, false, 0))?;
-        if m.wrong > 0 {
-            anyhow::bail!(
-                "{} wrong element(s) of {}, first at {}",
-                m.wrong,
-                p.count,
-                m.first.unwrap_or(0)
-            );
-        }
-        Ok(format!(
-            "{} f32 sum over {} ranks ({kind}) in {:.1} us, every element correct",
-            Bytes((p.count * es) as u64),
-            world.size,
-            times.first().copied().unwrap_or(0.0) * 1e6
-        ))
-    })();
+    let result = all_reduce_once(be.as_ref(), world, kind);
     let reduce = from_result("all_reduce", result.map_err(|e| format!("{e:#}")), t);
     Ok((init, reduce))
+}
+
+/// GPU mode's `gpu`, `context` and `memory` checks of this rank's GPU, pushed onto
+/// `checks`; the GPU's index when it has one, and whether this rank can take part in
+/// the NCCL collective (the reason when not).
+fn check_local_gpu(
+    world: &World,
+    global: &GlobalArgs,
+    dog: &Arc<Watchdog>,
+    checks: &mut Vec<Check>,
+) -> (Option<usize>, Result<(), String>) {
+    let mut gpu_index = None;
+    let mut ready: Result<(), String> = Ok(());
+    let t = Instant::now();
+    match check_gpu(world.local_rank) {
+        Ok((index, detail)) => {
+            gpu_index = Some(index);
+            checks.push(pass("gpu", detail, t));
+            let (ctx, mem) = check_context_and_memory(index, dog);
+            if ctx.status != Status::Pass || mem.status != Status::Pass {
+                ready = Err(format!(
+                    "its GPU failed the {} check",
+                    if ctx.status != Status::Pass {
+                        "context"
+                    } else {
+                        "memory"
+                    }
+                ));
+            }
+            checks.push(ctx);
+            checks.push(mem);
+        }
+        Err(e) => {
+            ready = Err(format!("no usable GPU: {e}"));
+            checks.push(fail("gpu", e, t));
+            checks.push(skip("context", "no GPU"));
+            checks.push(skip("memory", "no GPU"));
+        }
+    }
+    if ready.is_ok() {
+        if let Err(e) = backend::nccl::library(global.nccl_lib.as_deref()) {
+            ready = Err(format!("{e:#}"));
+        }
+    }
+    (gpu_index, ready)
+}
+
+/// `ckpt-dir`: write, read back and remove a file of this rank's in the checkpoint
+/// directory (`--ckpt-dir`, or [`default_dir`]).
+fn check_ckpt_dir(world: &World, args: &SmokeArgs) -> Check {
+    let dir = args.ckpt_dir.clone().unwrap_or_else(default_dir);
+    let t = Instant::now();
+    let name = format!(
+        ".burnin-smoke-{}-rank{}-{}",
+        crate::evidence::folder_name(&world.host),
+        world.rank,
+        std::process::id()
+    );
+    from_result("ckpt-dir", check_storage(&dir, &name), t)
+}
+
+/// Rank 0's end of `burnin smoke`: the table and verdict on stdout, and the JSON
+/// report when `--json` names a file.
+fn print_and_write(
+    world: &World,
+    args: &SmokeArgs,
+    mode: String,
+    lines: Vec<Line>,
+    ranks: Vec<RankSmoke>,
+    ok: bool,
+    started: Instant,
+) -> Result<()> {
+    println!(
+        "# burnin smoke: {} ranks on {} node(s), mode {mode}",
+        world.size,
+        world.nodes.len()
+    );
+    print!("{}", render(&lines));
+    println!(
+        "# verdict: {} in {:.1} s",
+        if ok { "PASS" } else { "FAIL" },
+        started.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &args.json {
+        let report = SmokeReport {
+            mode,
+            lines,
+            ranks,
+            outcome: if ok { "pass" } else { "fail" }.into(),
+        };
+        crate::results::write_json_atomic(path, &report)?;
+        println!("# wrote {}", path.display());
+    }
+    Ok(())
 }
 
 /// `burnin smoke`.
@@ -528,45 +632,14 @@ pub fn run(
     let started = Instant::now();
     let (gpu_mode, why_cpu) = decide_mode(world, global)?;
     let mut checks: Vec<Check> = Vec::new();
-    let mut gpu_index = None;
-    let mut ready: Result<(), String> = Ok(());
-    if gpu_mode {
-        let t = Instant::now();
-        match check_gpu(world.local_rank) {
-            Ok((index, detail)) => {
-                gpu_index = Some(index);
-                checks.push(pass("gpu", detail, t));
-                let (ctx, mem) = check_context_and_memory(index, &dog);
-                if ctx.status != Status::Pass || mem.status != Status::Pass {
-                    ready = Err(format!(
-                        "its GPU failed the {} check",
-                        if ctx.status != Status::Pass {
-                            "context"
-                        } else {
-                            "memory"
-                        }
-                    ));
-                }
-                checks.push(ctx);
-                checks.push(mem);
-            }
-            Err(e) => {
-                ready = Err(format!("no usable GPU: {e}"));
-                checks.push(fail("gpu", e, t));
-                checks.push(skip("context", "no GPU"));
-                checks.push(skip("memory", "no GPU"));
-            }
-        }
-        if ready.is_ok() {
-            if let Err(e) = backend::nccl::library(global.nccl_lib.as_deref()) {
-                ready = Err(format!("{e:#}"));
-            }
-        }
+    let (gpu_index, ready) = if gpu_mode {
+        check_local_gpu(world, global, &dog, &mut checks)
     } else {
         for c in ["gpu", "context", "memory"] {
             checks.push(skip(c, format!("CPU mode: {why_cpu}")));
         }
-    }
+        (None, Ok(()))
+    };
     let matmul = if gpu_mode && gpu_index.is_none() {
         skip("matmul", "no GPU")
     } else {
@@ -582,15 +655,7 @@ pub fn run(
         check_collective(world, &global.backend_config(), kind, ready, dog.clone())?;
     checks.push(init);
     checks.push(reduce);
-    let dir = args.ckpt_dir.clone().unwrap_or_else(default_dir);
-    let t = Instant::now();
-    let name = format!(
-        ".burnin-smoke-{}-rank{}-{}",
-        crate::evidence::folder_name(&world.host),
-        world.rank,
-        std::process::id()
-    );
-    checks.push(from_result("ckpt-dir", check_storage(&dir, &name), t));
+    checks.push(check_ckpt_dir(world, args));
 
     let mine = RankSmoke {
         rank: world.rank,
@@ -607,27 +672,7 @@ pub fn run(
         } else {
             format!("CPU (MPI): {why_cpu}")
         };
-        println!(
-            "# burnin smoke: {} ranks on {} node(s), mode {mode}",
-            world.size,
-            world.nodes.len()
-        );
-        print!("{}", render(&lines));
-        println!(
-            "# verdict: {} in {:.1} s",
-            if ok { "PASS" } else { "FAIL" },
-            started.elapsed().as_secs_f64()
-        );
-        if let Some(path) = &args.json {
-            let report = SmokeReport {
-                mode,
-                lines,
-                ranks: all,
-                outcome: if ok { "pass" } else { "fail" }.into(),
-            };
-            crate::results::write_json_atomic(path, &report)?;
-            println!("# wrote {}", path.display());
-        }
+        print_and_write(world, args, mode, lines, all, ok, started)?;
     }
     Ok(Outcome::from_ok(ok))
 }

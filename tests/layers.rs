@@ -4,12 +4,17 @@
 //! - nothing below the CLI imports `cli` (only `cli`, `app`, `argcheck` and main do);
 //! - `report` imports neither `backend` nor `world`; `backend` does not import `probe`;
 //! - the leaves (`kinds`, `table`, `units`, `error`, `process`, `progress`) import
-//!   nothing of burnin but each other.
+//!   nothing of burnin but each other;
+//! - no function outside `#[cfg(test)]` items in src/ or train/src/ is over
+//!   [`MAX_FN_LINES`] lines (from the `fn` line to its closing brace).
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+/// The longest a function outside the tests may be, in lines.
+const MAX_FN_LINES: usize = 120;
+
 /// The source with comments, string and char literals blanked (kept as spaces so
-/// braces inside them do not count).
+/// braces inside them do not count; their newlines are kept, so line numbers hold).
 fn code_only(src: &str) -> String {
     let b: Vec<char> = src.chars().collect();
     let mut out = String::with_capacity(src.len());
@@ -34,6 +39,9 @@ fn code_only(src: &str) -> String {
                         break;
                     }
                 } else {
+                    if b[i] == '\n' {
+                        out.push('\n');
+                    }
                     i += 1;
                 }
             }
@@ -65,9 +73,11 @@ fn code_only(src: &str) -> String {
                 }
                 j += 1;
             }
-            i = j;
             out.push_str("\"\"");
+            out.extend(b[i..j.min(b.len())].iter().filter(|c| **c == '\n'));
+            i = j;
         } else if c == '"' {
+            let start = i;
             i += 1;
             while i < b.len() && b[i] != '"' {
                 if b[i] == '\\' {
@@ -77,6 +87,7 @@ fn code_only(src: &str) -> String {
             }
             i += 1;
             out.push_str("\"\"");
+            out.extend(b[start..i.min(b.len())].iter().filter(|c| **c == '\n'));
         } else if c == '\'' && char_literal(&b, i) {
             i += 1;
             while i < b.len() && b[i] != '\'' {
@@ -107,7 +118,8 @@ fn char_literal(b: &[char], i: usize) -> bool {
     )
 }
 
-/// The code without `#[cfg(test)]` items (a `mod … { … }` or one item up to `;`).
+/// The code without `#[cfg(test)]` items (a `mod … { … }` or one item up to `;`),
+/// their newlines kept.
 fn without_tests(code: &str) -> String {
     let mut out = String::new();
     let mut rest = code;
@@ -139,6 +151,8 @@ fn without_tests(code: &str) -> String {
             (None, Some(s)) => s + 1,
             (None, None) => item.len(),
         };
+        // Keep the item's newlines so line numbers after it hold.
+        out.extend(item[..end].chars().filter(|c| *c == '\n'));
         rest = &item[end..];
     }
     out.push_str(rest);
@@ -380,4 +394,95 @@ fn the_leaves_import_no_other_layer() {
             .collect();
         assert!(other.is_empty(), "{leaf} imports {other:?}");
     }
+}
+
+/// Each function with a body in `code` (already blanked by [`code_only`]): its name,
+/// the line its `fn` is on (1-based) and its length in lines up to its closing brace.
+fn fn_lengths(code: &str) -> Vec<(String, usize, usize)> {
+    let b: Vec<char> = code.chars().collect();
+    let line_at = |k: usize| 1 + b[..k].iter().filter(|c| **c == '\n').count();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 2 < b.len() {
+        let is_fn = b[i] == 'f'
+            && b[i + 1] == 'n'
+            && b[i + 2].is_whitespace()
+            && !ident(i.checked_sub(1).and_then(|p| b.get(p)));
+        if !is_fn {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 2;
+        while j < b.len() && b[j].is_whitespace() {
+            j += 1;
+        }
+        let name: String = b[j..]
+            .iter()
+            .take_while(|c| c.is_alphanumeric() || **c == '_')
+            .collect();
+        // The body opens at the first `{` (or a `;` ends a declaration) outside parens.
+        let mut depth = 0i32;
+        while j < b.len() {
+            match b[j] {
+                '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                '{' | ';' if depth == 0 => break,
+                _ => {}
+            }
+            j += 1;
+        }
+        if name.is_empty() || j >= b.len() || b[j] == ';' {
+            i += 2;
+            continue;
+        }
+        let mut braces = 0;
+        let mut end = j;
+        for (k, ch) in b.iter().enumerate().skip(j) {
+            match ch {
+                '{' => braces += 1,
+                '}' => {
+                    braces -= 1;
+                    if braces == 0 {
+                        end = k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let first = line_at(i);
+        out.push((name, first, line_at(end) - first + 1));
+        i += 2;
+    }
+    out
+}
+
+#[test]
+fn the_length_scan_counts_lines_of_code_and_text() {
+    let src = "/// doc\nfn a() {\n    let s = \"x\n{\n\";\n    /* {\n */\n}\ntrait T { fn b(&self); }\nfn c<F: Fn(u8) -> u8>(f: F) -> fn(u8) { f(1); }\n";
+    let got = fn_lengths(&code_only(src));
+    let want = [("a", 2, 7), ("c", 10, 1)].map(|(n, l, c)| (n.to_string(), l, c));
+    assert_eq!(got, want);
+}
+
+#[test]
+fn no_function_outside_the_tests_is_over_the_limit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("train/src"), &mut files);
+    assert!(files.len() > 40, "read the sources: {}", files.len());
+    let mut long = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (name, line, len) in fn_lengths(&without_tests(&code_only(&text))) {
+            if len > MAX_FN_LINES {
+                long.push(format!("{}:{line}: fn {name} ({len} lines)", f.display()));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FN_LINES} lines: {long:#?}"
+    );
 }

@@ -178,7 +178,7 @@ struct Watched<'a> {
 /// Watch the faulted run until its failure is visible (or, for `slow`, until it
 /// ends), injecting a link cut when its step comes.
 fn watch<'a>(plan: &Plan<'a>, job: Job, t: &mut Trial) -> Result<Watched<'a>> {
-    let (st, n, kind, p) = (plan.st, plan.n, &plan.kind, &plan.p);
+    let kind = &plan.kind;
     let mut w = Watched {
         job,
         inject: None,
@@ -215,67 +215,86 @@ fn watch<'a>(plan: &Plan<'a>, job: Job, t: &mut Trial) -> Result<Watched<'a>> {
         }
         if last_events.elapsed() >= SLOW_POLL {
             last_events = Instant::now();
-            for e in events::read_all(&p.run) {
-                match &e.what {
-                    What::Inject { .. } if w.inject.is_none() => {
-                        w.inject = Some((e.unix0(), format!("rank {} ({})", e.rank, e.host)));
-                    }
-                    What::CheckinTimeout { line, .. } | What::Watchdog { line } if ends => {
-                        w.visible.get_or_insert(Sign {
-                            unix: e.unix0(),
-                            what: line.clone(),
-                        });
-                    }
-                    _ => {}
-                }
-            }
-            if let (Some(CutAt { node, step }), None, Some(sim_path)) =
-                (&plan.cut_at, &w.cut, &st.sim)
-            {
-                let reached = last_step(&p.run);
-                if w.job.exit.is_none() && reached.is_some_and(|s| s >= *step) {
-                    sim(sim_path, "cut", node)?;
-                    w.cut = Some(Cut::new(sim_path, node));
-                    w.inject = Some((unix_now(), "supervisor (sim-cluster cut)".into()));
-                    t.fault_step = reached;
-                    plan.live.suspend(|| {
-                        println!(
-                            "# chaos: trial {}: cut {node}'s link after step {}",
-                            n + 1,
-                            reached.unwrap_or(*step)
-                        )
-                    });
-                }
-            }
+            read_live_events(plan, &mut w, t)?;
         }
-        if w.job.exit.is_some() || (ends && w.visible.is_some()) {
-            break;
-        }
-        if let (true, Some((at, _))) = (ends, &w.inject) {
-            if now - at > st.hang_limit.as_secs_f64() {
-                t.hung = true;
-                t.problems.push(format!(
-                    "nothing noticed the failure within --hang-limit {:.0} s: the job hung",
-                    st.hang_limit.as_secs_f64()
-                ));
-                break;
-            }
-        }
-        if w.job.elapsed() > plan.limit {
-            w.timed_out = true;
-            t.problems.push(format!(
-                "the faulted run did not end within {:.0} s (--run-timeout)",
-                plan.limit.as_secs_f64()
-            ));
-            break;
-        }
-        if stop_requested() {
-            t.problems.push("interrupted".into());
+        if watch_ends(plan, &mut w, t, now) {
             break;
         }
         std::thread::sleep(POLL);
     }
     Ok(w)
+}
+
+/// One look at the events of the faulted run (while [`watch`]ing it): the injection
+/// as first seen, a check-in or watchdog line as the visible sign, and the link cut
+/// injected once the cut step is reached.
+fn read_live_events<'a>(plan: &Plan<'a>, w: &mut Watched<'a>, t: &mut Trial) -> Result<()> {
+    let (st, n, p) = (plan.st, plan.n, &plan.p);
+    let ends = plan.kind.ends_the_job();
+    for e in events::read_all(&p.run) {
+        match &e.what {
+            What::Inject { .. } if w.inject.is_none() => {
+                w.inject = Some((e.unix0(), format!("rank {} ({})", e.rank, e.host)));
+            }
+            What::CheckinTimeout { line, .. } | What::Watchdog { line } if ends => {
+                w.visible.get_or_insert(Sign {
+                    unix: e.unix0(),
+                    what: line.clone(),
+                });
+            }
+            _ => {}
+        }
+    }
+    if let (Some(CutAt { node, step }), None, Some(sim_path)) = (&plan.cut_at, &w.cut, &st.sim) {
+        let reached = last_step(&p.run);
+        if w.job.exit.is_none() && reached.is_some_and(|s| s >= *step) {
+            sim(sim_path, "cut", node)?;
+            w.cut = Some(Cut::new(sim_path, node));
+            w.inject = Some((unix_now(), "supervisor (sim-cluster cut)".into()));
+            t.fault_step = reached;
+            plan.live.suspend(|| {
+                println!(
+                    "# chaos: trial {}: cut {node}'s link after step {}",
+                    n + 1,
+                    reached.unwrap_or(*step)
+                )
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether [`watch`] stops now (`now`: unix s): the job ended or its failure is
+/// visible, or (a problem of the trial) it hung, ran past --run-timeout, or was
+/// interrupted.
+fn watch_ends(plan: &Plan, w: &mut Watched, t: &mut Trial, now: f64) -> bool {
+    let (st, ends) = (plan.st, plan.kind.ends_the_job());
+    if w.job.exit.is_some() || (ends && w.visible.is_some()) {
+        return true;
+    }
+    if let (true, Some((at, _))) = (ends, &w.inject) {
+        if now - at > st.hang_limit.as_secs_f64() {
+            t.hung = true;
+            t.problems.push(format!(
+                "nothing noticed the failure within --hang-limit {:.0} s: the job hung",
+                st.hang_limit.as_secs_f64()
+            ));
+            return true;
+        }
+    }
+    if w.job.elapsed() > plan.limit {
+        w.timed_out = true;
+        t.problems.push(format!(
+            "the faulted run did not end within {:.0} s (--run-timeout)",
+            plan.limit.as_secs_f64()
+        ));
+        return true;
+    }
+    if stop_requested() {
+        t.problems.push("interrupted".into());
+        return true;
+    }
+    false
 }
 
 /// Record what the teardown left.
@@ -300,6 +319,14 @@ fn check_teardown(t: &mut Trial, job: &mut Job, td: &Teardown) {
 /// From the faulted run's events: clock offsets, the resolved fault, victims,
 /// stragglers, and where the job waited in vain.
 fn read_events(t: &mut Trial, evs: &[Event], cut_at: &Option<CutAt>) {
+    read_plan(t, evs, cut_at);
+    read_stragglers(t, evs);
+    read_stall(t, evs);
+}
+
+/// The faulted run's start and plan events: clock offsets (by rank), the resolved
+/// fault, its victims (a cut node's ranks when no rank was named).
+fn read_plan(t: &mut Trial, evs: &[Event], cut_at: &Option<CutAt>) {
     for e in evs {
         match &e.what {
             What::Start { clock_rtt_s, .. } => t.clock_offsets.push(ClockOffset {
@@ -334,7 +361,10 @@ fn read_events(t: &mut Trial, evs: &[Event], cut_at: &Option<CutAt>) {
             .collect();
         t.victim_hosts = vec![node.clone()];
     }
-    // Stragglers: the victim's report if there is one; others are noted.
+}
+
+/// The straggler: the victim's report if there is one; the others are noted.
+fn read_stragglers(t: &mut Trial, evs: &[Event]) {
     let stragglers: Vec<(&Event, StragglerSeen)> = evs
         .iter()
         .filter_map(|e| match &e.what {
@@ -373,6 +403,10 @@ fn read_events(t: &mut Trial, evs: &[Event], cut_at: &Option<CutAt>) {
                 .push(format!("also reported as a straggler: {}", sg.line));
         }
     }
+}
+
+/// Where the job waited in vain (the trial's stall line and the ranks it names).
+fn read_stall(t: &mut Trial, evs: &[Event]) {
     // Where the job waited in vain: rank 0's line (it hears every rank, so it names
     // the missing ones), else the first check-in line, else the first watchdog line;
     // failing those (the launcher ended the job first), who went silent.
@@ -697,9 +731,14 @@ fn check_recovered(t: &mut Trial, plan: &Plan, base: &Baseline) {
     }
 }
 
-/// Trial `n`, start to finish.
-/// `live`: the line that shows its phases on a terminal.
-pub fn run(st: &Setup, base: &Baseline, n: usize, live: &Live) -> Result<Trial> {
+/// A trial's start: its fault kind (drawn or cycled), fresh paths, the fault's flags,
+/// the run's time limit, and the faulted job spawned.
+fn prepare<'a>(
+    st: &'a Setup,
+    base: &Baseline,
+    n: usize,
+    live: &'a Live,
+) -> Result<(Plan<'a>, Job, Trial)> {
     let seed = fault::trial_seed(st.seed, n);
     let k = match st.order {
         KindOrder::Random => SplitMix64(seed).between(0, st.kinds.len() as u64 - 1) as usize,
@@ -726,6 +765,48 @@ pub fn run(st: &Setup, base: &Baseline, n: usize, live: &Live) -> Result<Trial> 
         cut_at,
         live,
     };
+    Ok((plan, job, t))
+}
+
+/// When the fault fired (unix s): the earliest inject event, else as first seen live.
+fn first_injection(evs: &[Event], w: &Watched) -> Option<f64> {
+    evs.iter()
+        .filter(|e| matches!(e.what, What::Inject { .. }))
+        .map(|e| e.unix0())
+        .min_by(f64::total_cmp)
+        .or(w.inject.as_ref().map(|i| i.0))
+}
+
+/// The injection on the timeline (by whom it was seen), and the straggler's detection
+/// time (s after `inject_t`).
+fn mark_injection(t: &mut Trial, w: &Watched, inject_t: f64) {
+    let by = w.inject.as_ref().map(|i| i.1.clone());
+    mark(t, "inject", inject_t, by.unwrap_or_else(|| "victim".into()));
+    let seen_at = t
+        .timeline
+        .iter()
+        .find(|m| m.event == "straggler")
+        .map(|m| (m.unix - inject_t).max(0.0));
+    if let Some(sg) = &mut t.straggler {
+        sg.detect_s = seen_at;
+    }
+}
+
+/// A hang must be named: every victim rank among the stall line's missing ones.
+fn check_hang_named(t: &mut Trial) {
+    if !t.victim_ranks.iter().all(|v| t.stall_missing.contains(v)) {
+        let line = t.stall.clone().unwrap_or_else(|| "no deadline line".into());
+        t.problems.push(format!(
+            "the hang of rank(s) {:?} was not named: {line}",
+            t.victim_ranks
+        ));
+    }
+}
+
+/// Trial `n`, start to finish.
+/// `live`: the line that shows its phases on a terminal.
+pub fn run(st: &Setup, base: &Baseline, n: usize, live: &Live) -> Result<Trial> {
+    let (plan, job, mut t) = prepare(st, base, n, live)?;
     let (kind, p) = (&plan.kind, &plan.p);
     plan.phase("watching the job");
     let mut w = watch(&plan, job, &mut t)?;
@@ -738,13 +819,7 @@ pub fn run(st: &Setup, base: &Baseline, n: usize, live: &Live) -> Result<Trial> 
     };
     let evs = events::read_all(&p.run);
     read_events(&mut t, &evs, &plan.cut_at);
-    let inject_t = evs
-        .iter()
-        .filter(|e| matches!(e.what, What::Inject { .. }))
-        .map(|e| e.unix0())
-        .min_by(f64::total_cmp)
-        .or(w.inject.as_ref().map(|i| i.0));
-    let Some(inject_t) = inject_t else {
+    let Some(inject_t) = first_injection(&evs, &w) else {
         t.problems.insert(
             0,
             format!(
@@ -756,21 +831,7 @@ pub fn run(st: &Setup, base: &Baseline, n: usize, live: &Live) -> Result<Trial> 
         t.teardown = Some(td);
         return Ok(t);
     };
-    let by = w.inject.as_ref().map(|i| i.1.clone());
-    mark(
-        &mut t,
-        "inject",
-        inject_t,
-        by.unwrap_or_else(|| "victim".into()),
-    );
-    let seen_at = t
-        .timeline
-        .iter()
-        .find(|m| m.event == "straggler")
-        .map(|m| (m.unix - inject_t).max(0.0));
-    if let Some(sg) = &mut t.straggler {
-        sg.detect_s = seen_at;
-    }
+    mark_injection(&mut t, &w, inject_t);
     if !kind.ends_the_job() {
         finish_slow(&mut t, &w, td, p, base);
         return Ok(t);
@@ -779,12 +840,8 @@ pub fn run(st: &Setup, base: &Baseline, n: usize, live: &Live) -> Result<Trial> 
     if let Some(h) = healed {
         mark(&mut t, "heal", h, "supervisor (sim-cluster heal)");
     }
-    if *kind == FaultKind::Hang && !t.victim_ranks.iter().all(|v| t.stall_missing.contains(v)) {
-        let line = t.stall.clone().unwrap_or_else(|| "no deadline line".into());
-        t.problems.push(format!(
-            "the hang of rank(s) {:?} was not named: {line}",
-            t.victim_ranks
-        ));
+    if *kind == FaultKind::Hang {
+        check_hang_named(&mut t);
     }
     let (gone_t, torn_down) = (td.done_unix, td.tree_empty);
     t.teardown = Some(td);

@@ -86,6 +86,86 @@ pub fn victims(plan: &FaultPlan, world: &World) -> std::result::Result<Vec<usize
     }
 }
 
+/// The events file of this rank opened (collective: a rank that cannot open it stops
+/// every rank, naming it), with the watchdog's lines logged to it.
+fn open_events(
+    world: &World,
+    out: Option<&Path>,
+    resume: bool,
+    dog: &Watchdog,
+) -> Result<Arc<EventLog>> {
+    let opened = EventLog::open(out, world.rank, &world.host, resume);
+    let problem = opened.as_ref().err().map(|e| format!("{e:#}"));
+    let all: Vec<Option<String>> = world.all_gather_json(&problem)?;
+    if let Some((r, p)) = all
+        .iter()
+        .enumerate()
+        .find_map(|(r, p)| p.as_ref().map(|p| (r, p)))
+    {
+        bail!(Agreed(format!("{}: {p}", world.describe_rank(r))));
+    }
+    let events = Arc::new(opened?);
+    let sink = Arc::clone(&events);
+    dog.add_sink(Box::new(move |line: &str| {
+        sink.log(What::Watchdog {
+            line: line.to_string(),
+        })
+    }));
+    Ok(events)
+}
+
+/// The fault's victim ranks; rank 0 prints the fault and logs its plan.
+fn announce_fault(
+    world: &World,
+    fault: Option<&FaultPlan>,
+    events: &Arc<EventLog>,
+) -> Result<Vec<usize>> {
+    let victims = match fault {
+        None => Vec::new(),
+        Some(p) => victims(p, world).map_err(Agreed)?,
+    };
+    if let (Some(p), 0) = (fault, world.rank) {
+        let description = p.describe();
+        println!("# chaos: fault {description}");
+        let _ = std::io::stdout().flush();
+        events.log(What::FaultPlan {
+            fault: p.kind.name(),
+            ranks: victims.clone(),
+            step: p.step,
+            slow_factor: p.slow_factor,
+            description,
+        });
+    }
+    Ok(victims)
+}
+
+/// The heartbeat over a duplicate of the world: a silent rank is logged and printed,
+/// and the watchdog's notes say who was heard last.
+fn start_heartbeat(world: &World, events: &Arc<EventLog>, dog: &Watchdog) -> Heartbeat {
+    let on_silent = {
+        let (nodes, node_of) = (world.nodes.clone(), world.node_of.clone());
+        let who = world.describe_rank(world.rank);
+        let events = Arc::clone(events);
+        Box::new(move |ranks: &[usize], age: Duration| {
+            let line = format!(
+                "burnin: {who} has heard no heartbeat from {} for {:.1} s: dead, frozen or cut off",
+                checkin::describe_ranks(ranks, &nodes, &node_of),
+                age.as_secs_f64()
+            );
+            eprintln!("{line}");
+            events.log(What::Silent {
+                ranks: ranks.to_vec(),
+                line,
+            });
+        })
+    };
+    let heartbeat = Heartbeat::start(world.comm.duplicate(), world.thread_multiple, on_silent);
+    let view = heartbeat.view().clone();
+    let (nodes, node_of) = (world.nodes.clone(), world.node_of.clone());
+    dog.add_note(Box::new(move || view.describe(&nodes, &node_of)));
+    heartbeat
+}
+
 impl Hooks {
     /// Set up (collective: every rank calls it, at the start of the run).
     pub fn start(
@@ -98,23 +178,7 @@ impl Hooks {
         dog: Arc<Watchdog>,
     ) -> Result<Hooks> {
         let deadlines = Deadlines::new(fixed_deadline);
-        let opened = EventLog::open(out, world.rank, &world.host, resume);
-        let problem = opened.as_ref().err().map(|e| format!("{e:#}"));
-        let all: Vec<Option<String>> = world.all_gather_json(&problem)?;
-        if let Some((r, p)) = all
-            .iter()
-            .enumerate()
-            .find_map(|(r, p)| p.as_ref().map(|p| (r, p)))
-        {
-            bail!(Agreed(format!("{}: {p}", world.describe_rank(r))));
-        }
-        let events = Arc::new(opened?);
-        let sink = Arc::clone(&events);
-        dog.add_sink(Box::new(move |line: &str| {
-            sink.log(What::Watchdog {
-                line: line.to_string(),
-            })
-        }));
+        let events = open_events(world, out, resume, &dog)?;
         let comm = world.comm.duplicate();
         // Offsets only matter to the events file (the same --out on every rank).
         let (offset, rtt) = if out.is_some() {
@@ -132,43 +196,8 @@ impl Hooks {
             clock_rtt_s: rtt,
             resume,
         });
-        let victims = match &fault {
-            None => Vec::new(),
-            Some(p) => victims(p, world).map_err(Agreed)?,
-        };
-        if let (Some(p), 0) = (&fault, world.rank) {
-            let description = p.describe();
-            println!("# chaos: fault {description}");
-            let _ = std::io::stdout().flush();
-            events.log(What::FaultPlan {
-                fault: p.kind.name(),
-                ranks: victims.clone(),
-                step: p.step,
-                slow_factor: p.slow_factor,
-                description,
-            });
-        }
-        let on_silent = {
-            let (nodes, node_of) = (world.nodes.clone(), world.node_of.clone());
-            let who = world.describe_rank(world.rank);
-            let events = Arc::clone(&events);
-            Box::new(move |ranks: &[usize], age: Duration| {
-                let line = format!(
-                    "burnin: {who} has heard no heartbeat from {} for {:.1} s: dead, frozen or cut off",
-                    checkin::describe_ranks(ranks, &nodes, &node_of),
-                    age.as_secs_f64()
-                );
-                eprintln!("{line}");
-                events.log(What::Silent {
-                    ranks: ranks.to_vec(),
-                    line,
-                });
-            })
-        };
-        let heartbeat = Heartbeat::start(world.comm.duplicate(), world.thread_multiple, on_silent);
-        let view = heartbeat.view().clone();
-        let (nodes, node_of) = (world.nodes.clone(), world.node_of.clone());
-        dog.add_note(Box::new(move || view.describe(&nodes, &node_of)));
+        let victims = announce_fault(world, fault.as_ref(), &events)?;
+        let heartbeat = start_heartbeat(world, &events, &dog);
         Ok(Hooks {
             rank: world.rank,
             who: world.describe_rank(world.rank),

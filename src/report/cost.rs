@@ -98,6 +98,26 @@ pub fn world_allreduce_algbw(data: &RunData) -> Option<(f64, u64)> {
 /// Price the run's work. None when the card has no price.
 pub fn compute(spec: &CostSpec, data: &RunData) -> CostReport {
     let cur = spec.currency.clone();
+    let (hourly, hourly_formula) = hourly_rate(spec, data);
+    let step = data.train.as_ref().and_then(|t| t.effective_step_s());
+    let lines = vec![
+        wall_line(&cur, hourly, data),
+        allreduce_line(&cur, hourly, data),
+        training_line(&cur, hourly, step, data),
+        failure_line(&cur, hourly, step, data),
+    ];
+    CostReport {
+        currency: cur,
+        hourly,
+        hourly_formula,
+        lines,
+    }
+}
+
+/// The billed rate per hour (GPUs × price + the other hourly components) and its
+/// formula.
+fn hourly_rate(spec: &CostSpec, data: &RunData) -> (f64, String) {
+    let cur = &spec.currency;
     let (gpus, gpus_from) = match spec.gpus {
         Some(g) => (g, "billed GPUs from the card"),
         None => (data.world_size().unwrap_or(1), "one GPU per rank"),
@@ -106,45 +126,53 @@ pub fn compute(spec: &CostSpec, data: &RunData) -> CostReport {
     let hourly = gpus as f64 * spec.price_per_gpu_hour + others;
     let mut hourly_formula = format!(
         "{gpus} GPUs ({gpus_from}) × {} per GPU-hour",
-        money(&cur, spec.price_per_gpu_hour)
+        money(cur, spec.price_per_gpu_hour)
     );
     for (k, v) in &spec.other_per_hour {
-        hourly_formula.push_str(&format!(" + {k} {}", money(&cur, *v)));
+        hourly_formula.push_str(&format!(" + {k} {}", money(cur, *v)));
     }
-    hourly_formula.push_str(&format!(" = {} per hour", money(&cur, hourly)));
-    let mut lines = Vec::new();
+    hourly_formula.push_str(&format!(" = {} per hour", money(cur, hourly)));
+    (hourly, hourly_formula)
+}
 
+/// The acceptance itself: rate × its wall time.
+fn wall_line(cur: &str, hourly: f64, data: &RunData) -> CostLine {
     let wall = wall_seconds(data);
-    lines.push(CostLine {
+    CostLine {
         what: "this acceptance run".into(),
         cost: wall.map(|s| hourly * s / 3600.0),
         formula: match wall {
             Some(s) => format!(
                 "{} per hour × {} s wall time ÷ 3600",
-                money(&cur, hourly),
+                money(cur, hourly),
                 num(s)
             ),
             None => "no acceptance record with start and end times".into(),
         },
-    });
+    }
+}
 
+/// One TB all-reduced: rate ÷ TB per hour at the world tier's large-message algbw.
+fn allreduce_line(cur: &str, hourly: f64, data: &RunData) -> CostLine {
     let ar = world_allreduce_algbw(data);
-    lines.push(CostLine {
+    CostLine {
         what: "1 TB all-reduced (whole job, large messages)".into(),
         cost: ar.map(|(gbps, _)| hourly / (gbps * 3.6)),
         formula: match ar {
             Some((gbps, bytes)) => format!(
                 "{} per hour ÷ ({} GB/s algbw at {} × 3600 s ÷ 1000 GB/TB = {} TB per hour)",
-                money(&cur, hourly),
+                money(cur, hourly),
                 num(gbps),
                 Bytes(bytes),
                 num(gbps * 3.6)
             ),
             None => "no all_reduce measured on the world tier".into(),
         },
-    });
+    }
+}
 
-    let step = data.train.as_ref().and_then(|t| t.effective_step_s());
+/// 1,000 training steps at the effective step time `step` (s).
+fn training_line(cur: &str, hourly: f64, step: Option<f64>, data: &RunData) -> CostLine {
     let step_parts = data.train.as_ref().and_then(|t| {
         let mean = t.mean_step_s()?;
         let stall: f64 = t.checkpoints().iter().map(|c| c.stall_s).sum();
@@ -155,21 +183,25 @@ pub fn compute(spec: &CostSpec, data: &RunData) -> CostReport {
             .unwrap_or(t.steps.len() as u64);
         Some((mean, stall, steps))
     });
-    lines.push(CostLine {
+    CostLine {
         what: "1,000 training steps".into(),
         cost: step.map(|s| hourly * 1000.0 * s / 3600.0),
         formula: match (step, step_parts) {
             (Some(s), Some((mean, stall, steps))) => format!(
                 "{} per hour × 1000 × {} s per step ÷ 3600 (mean step {} s + {} s checkpoint stalls ÷ {steps} steps)",
-                money(&cur, hourly),
+                money(cur, hourly),
                 num(s),
                 num(mean),
                 num(stall)
             ),
             _ => "no training step measured".into(),
         },
-    });
+    }
+}
 
+/// One failure: rate × (recovery + steps lost × `step` s), the median over the chaos
+/// trials.
+fn failure_line(cur: &str, hourly: f64, step: Option<f64>, data: &RunData) -> CostLine {
     let trials: Vec<(f64, f64)> = data
         .chaos
         .iter()
@@ -182,38 +214,37 @@ pub fn compute(spec: &CostSpec, data: &RunData) -> CostReport {
         .iter()
         .map(|(rec, lost)| rec + lost * step.unwrap_or(0.0))
         .collect();
-    lines.push(CostLine {
+    CostLine {
         what: "one failure (median over chaos trials)".into(),
         cost: (!per_failure.is_empty()).then(|| hourly * median(&per_failure) / 3600.0),
         formula: if per_failure.is_empty() {
             "no chaos trial with a recovery time".into()
         } else {
-            let rec = median(&trials.iter().map(|t| t.0).collect::<Vec<_>>());
-            let lost = median(&trials.iter().map(|t| t.1).collect::<Vec<_>>());
-            match step {
-                Some(step) => format!(
-                    "{} per hour × (recovery {} s + {} steps lost × {} s per step) ÷ 3600, median of {} trial(s) (medians shown)",
-                    money(&cur, hourly),
-                    num(rec),
-                    num(lost),
-                    num(step),
-                    trials.len()
-                ),
-                None => format!(
-                    "{} per hour × recovery {} s ÷ 3600, median of {} trial(s); the {} steps lost are not priced: no training step time was measured",
-                    money(&cur, hourly),
-                    num(rec),
-                    trials.len(),
-                    num(lost)
-                ),
-            }
+            failure_formula(cur, hourly, step, &trials)
         },
-    });
-    CostReport {
-        currency: cur,
-        hourly,
-        hourly_formula,
-        lines,
+    }
+}
+
+/// The formula of [`failure_line`] for a non-empty list of (recovery s, steps lost).
+fn failure_formula(cur: &str, hourly: f64, step: Option<f64>, trials: &[(f64, f64)]) -> String {
+    let rec = median(&trials.iter().map(|t| t.0).collect::<Vec<_>>());
+    let lost = median(&trials.iter().map(|t| t.1).collect::<Vec<_>>());
+    match step {
+        Some(step) => format!(
+            "{} per hour × (recovery {} s + {} steps lost × {} s per step) ÷ 3600, median of {} trial(s) (medians shown)",
+            money(cur, hourly),
+            num(rec),
+            num(lost),
+            num(step),
+            trials.len()
+        ),
+        None => format!(
+            "{} per hour × recovery {} s ÷ 3600, median of {} trial(s); the {} steps lost are not priced: no training step time was measured",
+            money(cur, hourly),
+            num(rec),
+            trials.len(),
+            num(lost)
+        ),
     }
 }
 

@@ -113,26 +113,7 @@ pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
     provenance(&mut d, data);
     if let Some(a) = &data.acceptance {
         d.h(2, "Phases");
-        let rows = a
-            .jobs
-            .iter()
-            .map(|j| {
-                vec![
-                    j.name.clone(),
-                    match j.status {
-                        JobStatus::Passed => "passed".into(),
-                        _ => j.describe(),
-                    },
-                    j.exit_code
-                        .map(|c| c.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    j.seconds()
-                        .map(|s| format!("{s:.1}"))
-                        .unwrap_or_else(|| "-".into()),
-                ]
-            })
-            .collect();
-        d.table(&["job", "status", "exit", "seconds"], rows);
+        phases_section(&mut d, a);
     }
     if data.gpu.is_some() || data.card().is_some_and(|c| c.gpu.is_some()) {
         d.h(2, "GPU health");
@@ -158,24 +139,60 @@ pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
     }
     if let Some(spec) = data.card().and_then(|c| c.cost.as_ref()) {
         d.h(2, "Cost");
-        let c = cost::compute(spec, data);
-        d.p(format!("Billed rate: {}.", c.hourly_formula));
-        let rows = c
-            .lines
-            .iter()
-            .map(|l| {
-                vec![
-                    l.what.clone(),
-                    l.cost
-                        .map(|v| cost::money(&c.currency, v))
-                        .unwrap_or_else(|| "-".into()),
-                    l.formula.clone(),
-                ]
-            })
-            .collect();
-        d.table(&["unit of work", "cost", "formula"], rows);
-        d.p("Each billed component is counted once: idle time inside a recovery is part of the recovery time, and redone work is the steps lost at the measured step time.");
+        cost_section(&mut d, data, spec);
     }
+    notes_section(&mut d, data);
+    d
+}
+
+/// The acceptance's jobs: status, exit code and seconds of each.
+fn phases_section(d: &mut Doc, a: &crate::results::acceptance::AcceptanceRecord) {
+    let rows = a
+        .jobs
+        .iter()
+        .map(|j| {
+            vec![
+                j.name.clone(),
+                match j.status {
+                    JobStatus::Passed => "passed".into(),
+                    _ => j.describe(),
+                },
+                j.exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                j.seconds()
+                    .map(|s| format!("{s:.1}"))
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    d.table(&["job", "status", "exit", "seconds"], rows);
+}
+
+/// The cost table: the billed rate and each priced unit of work with its formula.
+fn cost_section(d: &mut Doc, data: &RunData, spec: &crate::card::CostSpec) {
+    let c = cost::compute(spec, data);
+    d.p(format!("Billed rate: {}.", c.hourly_formula));
+    let rows = c
+        .lines
+        .iter()
+        .map(|l| {
+            vec![
+                l.what.clone(),
+                l.cost
+                    .map(|v| cost::money(&c.currency, v))
+                    .unwrap_or_else(|| "-".into()),
+                l.formula.clone(),
+            ]
+        })
+        .collect();
+    d.table(&["unit of work", "cost", "formula"], rows);
+    d.p("Each billed component is counted once: idle time inside a recovery is part of the recovery time, and redone work is the steps lost at the measured step time.");
+}
+
+/// The run's notes and the jobs that did not end normally, paths relative to the
+/// run's folder.
+fn notes_section(d: &mut Doc, data: &RunData) {
     let mut notes = data.notes.clone();
     for j in data.acceptance.iter().flat_map(|a| a.jobs.iter()) {
         if matches!(
@@ -196,7 +213,6 @@ pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
         d.h(2, "Notes");
         d.list(notes);
     }
-    d
 }
 
 fn header(d: &mut Doc, data: &RunData) {

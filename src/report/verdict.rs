@@ -212,6 +212,70 @@ fn fabric_criterion(rows: &[ProbeRow], t: &Topology) -> Criterion {
     c
 }
 
+/// `probe.ranks_per_node`: every node runs `want` ranks.
+fn ranks_per_node_criterion(
+    rows: &[ProbeRow],
+    nodes: &[crate::kinds::Node],
+    want: usize,
+) -> Criterion {
+    let mut c = crit(
+        "probe.ranks_per_node",
+        "probe",
+        "ranks on every node".into(),
+        format!("= {want}"),
+    );
+    if !rows.is_empty() {
+        let off: Vec<String> = nodes
+            .iter()
+            .filter(|n| n.ranks.len() != want)
+            .map(|n| format!("{}: {}", n.host, n.ranks.len()))
+            .collect();
+        if off.is_empty() {
+            c.measured = format!("{want} on all {} node(s)", nodes.len());
+            c.status = Status::Pass;
+        } else {
+            c.measured = off.join(", ");
+            c.status = Status::Fail;
+        }
+    }
+    c
+}
+
+/// `probe.gpu_model`: every rank's GPU name contains `model`.
+fn gpu_model_criterion(rows: &[ProbeRow], model: &str) -> Criterion {
+    let mut c = crit(
+        "probe.gpu_model",
+        "probe",
+        "every rank has its own GPU of the expected model".into(),
+        format!("name contains \"{model}\""),
+    );
+    if !rows.is_empty() {
+        let bad: Vec<String> = rows
+            .iter()
+            .filter(|r| !r.gpu.as_deref().is_some_and(|g| g.contains(model)))
+            .map(|r| {
+                format!(
+                    "rank {} ({}): {}",
+                    r.rank,
+                    r.host,
+                    r.gpu.as_deref().unwrap_or("no GPU")
+                )
+            })
+            .collect();
+        c.measured = format!("{}/{} rank(s) match", rows.len() - bad.len(), rows.len());
+        c.status = if bad.is_empty() {
+            Status::Pass
+        } else {
+            Status::Fail
+        };
+        if let Some(first) = bad.first() {
+            c.detail = format!("first mismatch: {first}");
+        }
+    }
+    c
+}
+
+/// The probe criteria: it ran, node and rank counts, the fabric and the GPU model.
 fn judge_probe(data: &RunData, card: &Card) -> Vec<Criterion> {
     let g = gate(data, "probe");
     let topo = data.topology();
@@ -255,27 +319,7 @@ fn judge_probe(data: &RunData, card: &Card) -> Vec<Criterion> {
         .ranks_per_node
         .or(topo.map(|t| t.ranks_per_node()))
     {
-        let mut c = crit(
-            "probe.ranks_per_node",
-            "probe",
-            "ranks on every node".into(),
-            format!("= {want}"),
-        );
-        if !rows.is_empty() {
-            let off: Vec<String> = nodes
-                .iter()
-                .filter(|n| n.ranks.len() != want)
-                .map(|n| format!("{}: {}", n.host, n.ranks.len()))
-                .collect();
-            if off.is_empty() {
-                c.measured = format!("{want} on all {} node(s)", nodes.len());
-                c.status = Status::Pass;
-            } else {
-                c.measured = off.join(", ");
-                c.status = Status::Fail;
-            }
-        }
-        out.push(gated(&g, c));
+        out.push(gated(&g, ranks_per_node_criterion(rows, &nodes, want)));
     }
     if let (Some(t), true) = (topo, rows.iter().any(|r| r.fabric.is_some())) {
         out.push(gated(&g, fabric_criterion(rows, t)));
@@ -285,36 +329,7 @@ fn judge_probe(data: &RunData, card: &Card) -> Vec<Criterion> {
             .and_then(|t| t.node.gpu_model.clone())
     });
     if let Some(model) = model {
-        let mut c = crit(
-            "probe.gpu_model",
-            "probe",
-            "every rank has its own GPU of the expected model".into(),
-            format!("name contains \"{model}\""),
-        );
-        if !rows.is_empty() {
-            let bad: Vec<String> = rows
-                .iter()
-                .filter(|r| !r.gpu.as_deref().is_some_and(|g| g.contains(&model)))
-                .map(|r| {
-                    format!(
-                        "rank {} ({}): {}",
-                        r.rank,
-                        r.host,
-                        r.gpu.as_deref().unwrap_or("no GPU")
-                    )
-                })
-                .collect();
-            c.measured = format!("{}/{} rank(s) match", rows.len() - bad.len(), rows.len());
-            c.status = if bad.is_empty() {
-                Status::Pass
-            } else {
-                Status::Fail
-            };
-            if let Some(first) = bad.first() {
-                c.detail = format!("first mismatch: {first}");
-            }
-        }
-        out.push(gated(&g, c));
+        out.push(gated(&g, gpu_model_criterion(rows, &model)));
     }
     out
 }

@@ -158,9 +158,9 @@ fn positive(flag: &str, v: Option<u32>, default: i64, max: i64) -> Result<i64> {
     Ok(v)
 }
 
-/// Validate the flags for a job of `world_size` ranks.
-pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
-    let p = preset_values(args.preset);
+/// The model's shape from the flags (the preset's where a flag is absent), checked:
+/// heads divide the width, at most 4e9 parameters.
+fn model_of(args: &TrainArgs, p: &PresetValues) -> Result<ModelConfig> {
     let model = ModelConfig {
         width: positive("--width", args.width, p.model.width, 65_536)?,
         depth: positive("--depth", args.depth, p.model.depth, 1024)?,
@@ -189,6 +189,11 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
             ),
         ));
     }
+    Ok(model)
+}
+
+/// `--batch` (samples per rank and step), at most 2^28 tokens per rank and step.
+fn batch_of(args: &TrainArgs, p: &PresetValues, model: &ModelConfig) -> Result<i64> {
     let batch = positive("--batch", args.batch, p.batch, 1 << 20)?;
     if batch as u64 * (model.seq as u64 + 1) > 1 << 28 {
         return Err(usage(
@@ -199,13 +204,11 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
             ),
         ));
     }
-    let lr = args.lr.unwrap_or(p.lr);
-    if !(lr > 0.0 && lr.is_finite() && lr < 10.0) {
-        return Err(usage("--lr", format!("{lr} must be a number in (0, 10)")));
-    }
-    if args.steps == 0 || args.steps > 1 << 40 {
-        return Err(usage("--steps", "must be at least 1"));
-    }
+    Ok(batch)
+}
+
+/// `--bucket` in bytes: a positive multiple of 4 (f32) of at most 2^31-1 elements.
+fn bucket_of(args: &TrainArgs) -> Result<u64> {
     let bucket = args.bucket.get();
     if bucket < 4 || bucket % 4 != 0 {
         return Err(usage(
@@ -222,6 +225,31 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
             format!("{} is more than 2^31-1 f32 elements", args.bucket),
         ));
     }
+    Ok(bucket)
+}
+
+/// The checkpoint directory: `--ckpt-dir`, else `--out`/ckpt, else ./burnin-ckpt.
+fn ckpt_dir_of(args: &TrainArgs) -> PathBuf {
+    match (&args.ckpt_dir, &args.out) {
+        (Some(d), _) => d.clone(),
+        (None, Some(out)) => out.join("ckpt"),
+        (None, None) => PathBuf::from("burnin-ckpt"),
+    }
+}
+
+/// Validate the flags for a job of `world_size` ranks.
+pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
+    let p = preset_values(args.preset);
+    let model = model_of(args, &p)?;
+    let batch = batch_of(args, &p, &model)?;
+    let lr = args.lr.unwrap_or(p.lr);
+    if !(lr > 0.0 && lr.is_finite() && lr < 10.0) {
+        return Err(usage("--lr", format!("{lr} must be a number in (0, 10)")));
+    }
+    if args.steps == 0 || args.steps > 1 << 40 {
+        return Err(usage("--steps", "must be at least 1"));
+    }
+    let bucket = bucket_of(args)?;
     if args.keep == 0 {
         return Err(usage("--keep", "must keep at least 1 checkpoint"));
     }
@@ -230,11 +258,7 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
             return Err(usage("--ckpt-bytes", format!("{b} is more than 1TiB")));
         }
     }
-    let ckpt_dir = match (&args.ckpt_dir, &args.out) {
-        (Some(d), _) => d.clone(),
-        (None, Some(out)) => out.join("ckpt"),
-        (None, None) => PathBuf::from("burnin-ckpt"),
-    };
+    let ckpt_dir = ckpt_dir_of(args);
     let die = match &args.test_die {
         Some(t) => Some(parse_die(t, world_size)?),
         None => None,

@@ -664,75 +664,13 @@ pub fn save(
         );
         world.gather_json(&mine)?
     };
-    let mut record = None;
-    let mut after = None;
-    if let Some(all) = all {
-        let failed: Vec<String> = all
-            .iter()
-            .enumerate()
-            .filter_map(|(r, w)| {
-                w.as_ref()
-                    .err()
-                    .map(|e| format!("{}: {e}", world.describe_rank(r)))
-            })
-            .collect();
-        if !failed.is_empty() {
-            after = Some(AfterManifest::Failed(format!(
-                "checkpoint step {step} failed on {}",
-                failed.join("; ")
-            )));
-        } else {
-            let shards: Vec<ShardWritten> = all.into_iter().filter_map(|w| w.ok()).collect();
-            maybe_die(plan, step, DiePhase::BeforeManifest, world.rank);
-            let manifest = Manifest {
-                format: FORMAT.into(),
-                version: MANIFEST_VERSION,
-                step,
-                world_size: world.size,
-                model: plan.model,
-                seed: plan.seed,
-                batch: plan.batch,
-                lr: plan.lr,
-                device: ctx.device_name.clone(),
-                weights_sha256: weights_sha256.to_string(),
-                burnin_version: env!("CARGO_PKG_VERSION").into(),
-                created_unix: burnin::watchdog::unix_seconds(std::time::SystemTime::now()),
-                shards: shards.iter().map(|s| s.entry.clone()).collect(),
-                manifest_sha256: String::new(),
-            };
-            let written = manifest.to_bytes().and_then(|b| {
-                burnin::results::write_atomic(&dir.join(MANIFEST), &b)?;
-                storage::fsync_dir(&ctx.root)
-            });
-            match written {
-                Err(e) => {
-                    after = Some(AfterManifest::Failed(format!(
-                        "checkpoint step {step}: cannot write its manifest: {e:#}"
-                    )))
-                }
-                Ok(()) => {
-                    let doomed_dirs = prune_manifests(ctx, step, plan.keep);
-                    let bytes: u64 = shards.iter().map(|s| s.entry.bytes).sum();
-                    let write_s = shards.iter().map(|s| s.write_s).fold(0.0, f64::max);
-                    record = Some(CkptWrite {
-                        step,
-                        dir: dir.clone(),
-                        bytes,
-                        write_s,
-                        write_gbps: burnin::units::GBps::from_bytes_secs(bytes, write_s).0,
-                        serialize_s: shards.iter().map(|s| s.serialize_s).fold(0.0, f64::max),
-                        fsync_s: shards.iter().map(|s| s.fsync_s).fold(0.0, f64::max),
-                        hash_s: shards.iter().map(|s| s.hash_s).fold(0.0, f64::max),
-                        stall_s: 0.0,
-                        pruned: doomed_dirs.iter().map(|d| d.0).collect(),
-                    });
-                    after = Some(AfterManifest::Done {
-                        doomed: doomed_dirs,
-                    });
-                }
-            }
+    let (mut record, after) = match all {
+        Some(all) => {
+            let (record, after) = conclude(ctx, world, plan, &dir, step, weights_sha256, all);
+            (record, Some(after))
         }
-    }
+        None => (None, None),
+    };
     let after: AfterManifest = world.broadcast_json(after.as_ref())?;
     match after {
         AfterManifest::Failed(msg) => bail!(Agreed(msg)),
@@ -742,6 +680,101 @@ pub fn save(
         r.stall_s = t0.elapsed().as_secs_f64();
     }
     Ok(record)
+}
+
+/// Rank 0, with every rank's shard result: write the manifest when all shards are
+/// durable, prune, and say what everyone does next (with the write's record).
+fn conclude(
+    ctx: &mut CkptCtx,
+    world: &World,
+    plan: &TrainPlan,
+    dir: &Path,
+    step: u64,
+    weights_sha256: &str,
+    all: Vec<std::result::Result<ShardWritten, String>>,
+) -> (Option<CkptWrite>, AfterManifest) {
+    let failed: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter_map(|(r, w)| {
+            w.as_ref()
+                .err()
+                .map(|e| format!("{}: {e}", world.describe_rank(r)))
+        })
+        .collect();
+    if !failed.is_empty() {
+        let msg = format!("checkpoint step {step} failed on {}", failed.join("; "));
+        return (None, AfterManifest::Failed(msg));
+    }
+    let shards: Vec<ShardWritten> = all.into_iter().filter_map(|w| w.ok()).collect();
+    maybe_die(plan, step, DiePhase::BeforeManifest, world.rank);
+    let manifest = manifest_for(ctx, world, plan, step, weights_sha256, &shards);
+    let written = manifest.to_bytes().and_then(|b| {
+        burnin::results::write_atomic(&dir.join(MANIFEST), &b)?;
+        storage::fsync_dir(&ctx.root)
+    });
+    if let Err(e) = written {
+        let msg = format!("checkpoint step {step}: cannot write its manifest: {e:#}");
+        return (None, AfterManifest::Failed(msg));
+    }
+    let doomed_dirs = prune_manifests(ctx, step, plan.keep);
+    let record = write_record(dir, step, &shards, &doomed_dirs);
+    let after = AfterManifest::Done {
+        doomed: doomed_dirs,
+    };
+    (Some(record), after)
+}
+
+/// The manifest of checkpoint `step` over every rank's written shard.
+fn manifest_for(
+    ctx: &CkptCtx,
+    world: &World,
+    plan: &TrainPlan,
+    step: u64,
+    weights_sha256: &str,
+    shards: &[ShardWritten],
+) -> Manifest {
+    Manifest {
+        format: FORMAT.into(),
+        version: MANIFEST_VERSION,
+        step,
+        world_size: world.size,
+        model: plan.model,
+        seed: plan.seed,
+        batch: plan.batch,
+        lr: plan.lr,
+        device: ctx.device_name.clone(),
+        weights_sha256: weights_sha256.to_string(),
+        burnin_version: env!("CARGO_PKG_VERSION").into(),
+        created_unix: burnin::watchdog::unix_seconds(std::time::SystemTime::now()),
+        shards: shards.iter().map(|s| s.entry.clone()).collect(),
+        manifest_sha256: String::new(),
+    }
+}
+
+/// The record of a durable checkpoint: total bytes, the slowest rank's times (s),
+/// the steps pruned; its stall is filled in by [`save`].
+fn write_record(
+    dir: &Path,
+    step: u64,
+    shards: &[ShardWritten],
+    doomed_dirs: &[(u64, PathBuf)],
+) -> CkptWrite {
+    let bytes: u64 = shards.iter().map(|s| s.entry.bytes).sum();
+    let slowest = |f: fn(&ShardWritten) -> f64| shards.iter().map(f).fold(0.0, f64::max);
+    let write_s = slowest(|s| s.write_s);
+    CkptWrite {
+        step,
+        dir: dir.to_path_buf(),
+        bytes,
+        write_s,
+        write_gbps: burnin::units::GBps::from_bytes_secs(bytes, write_s).0,
+        serialize_s: slowest(|s| s.serialize_s),
+        fsync_s: slowest(|s| s.fsync_s),
+        hash_s: slowest(|s| s.hash_s),
+        stall_s: 0.0,
+        pruned: doomed_dirs.iter().map(|d| d.0).collect(),
+    }
 }
 
 /// Rank 0, after a manifest is durable: remove whole the directories doomed last
