@@ -68,6 +68,10 @@ pub struct GpuArgs {
     pub out: Option<PathBuf>,
 }
 
+/// The throttled share of the burn `burnin gpu` itself allows (the cards' value; a
+/// card's `[gpu.criteria]` judges the report with its own).
+pub const MAX_THROTTLED_SHARE: f64 = 0.05;
+
 /// "60", "60s", "2m", "1h" as seconds.
 pub fn parse_seconds(text: &str) -> Result<f64, String> {
     let t = text.trim();
@@ -150,7 +154,10 @@ pub fn run(world: &World, g: &GlobalArgs, args: &GpuArgs, dog: Arc<Watchdog>) ->
             crate::results::write_json_atomic(&dir.join("gpu.json"), &report)?;
         }
     }
-    let spec = crate::card::GpuCriteria::default();
+    let spec = crate::card::GpuCriteria {
+        max_throttled_share: Some(MAX_THROTTLED_SHARE),
+        ..Default::default()
+    };
     let criteria = crate::results::gpu_analysis::judge(
         Ok(&report),
         None,
@@ -261,7 +268,7 @@ fn open_mine(world: &World) -> Mine {
 /// Everything this rank measures, in the same collective order on every rank.
 fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) -> RankResult {
     let mut m = open_mine(world);
-    m.health.counters_before = m.nvml.as_ref().map(|n| n.counters());
+    m.health.counters_before = read_counters(&m.nvml, &mut m.health.nvml_error);
     if args.counters_only {
         m.health.counters_after = m.health.counters_before.clone();
         return RankResult {
@@ -279,18 +286,16 @@ fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) 
             ..Default::default()
         });
     }
-    let stage = nvml::Stage::new("idle");
+    let stage = nvml::Stage::new("idle", m.nvml.as_ref());
     let period = Duration::from_millis(args.sample_ms);
-    let watched = nvml::watch(m.nvml.as_ref(), period, &stage, || {
-        work(world, args, dog, limit, &m, &stage)
-    });
+    let watched = nvml::watch(period, &stage, || work(world, args, dog, limit, &m, &stage));
     let (copies, matrix, burn) = watched.value;
     m.health.copies = copies;
     m.health.burn = burn;
     m.health.xids = watched.xids;
     m.health.xid_listening = watched.xid_listening;
     if let Some(e) = watched.error {
-        m.health.nvml_error = Some(e);
+        note(&mut m.health.nvml_error, e);
     }
     if let Some(p) = &m.health.pcie {
         m.health.pcie = Some(nvml::pcie_link(&watched.samples, p.max_gen, p.max_width));
@@ -303,13 +308,34 @@ fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) 
         );
         crate::evidence::dcgm_diag(&world.host, 1, Duration::from_secs(600))
     });
-    m.health.counters_after = m.nvml.as_ref().map(|n| n.counters());
+    m.health.counters_after = read_counters(&m.nvml, &mut m.health.nvml_error);
     RankResult {
         gpu: m.health,
         matrix,
         samples: watched.samples,
         dcgm,
     }
+}
+
+/// The error counters of this rank's GPU now; what NVML failed to give is added to
+/// `nvml_error` (the judge then sees the missing counters, not "no new errors").
+fn read_counters(
+    gpu: &Option<nvml::NvmlGpu>,
+    nvml_error: &mut Option<String>,
+) -> Option<crate::results::gpu::ErrorCounters> {
+    let (c, why) = gpu.as_ref()?.counters();
+    if let Some(w) = why {
+        note(nvml_error, w);
+    }
+    Some(c)
+}
+
+/// `more` added to what `nvml_error` already says.
+fn note(nvml_error: &mut Option<String>, more: String) {
+    *nvml_error = Some(match nvml_error.take() {
+        Some(e) => format!("{e}; {more}"),
+        None => more,
+    });
 }
 
 type Work = (
@@ -414,5 +440,8 @@ fn render(
         .cloned()
         .collect();
     s.push_str(&crate::report::verdict_text(&shown));
+    for c in shown.iter().filter(|c| !c.detail.is_empty()) {
+        s.push_str(&format!("# {} {}: {}\n", c.id, c.status.label(), c.detail));
+    }
     s
 }

@@ -1,23 +1,37 @@
 //! NVML during the GPU phase: error counters before and after, samples of clocks,
-//! power, temperature, throttle reasons and PCIe link while the work runs. NVML is
-//! loaded at run time (`nvml-wrapper`): without it every value is `None` and
-//! `nvml_error` says why. Not yet here: XID events (NVML's event API) and row-remapping
-//! counts (nvml-wrapper 0.12 has no call for them); their fields stay `None`/empty
-//! and `xid_listening` false, so the report says they were not watched.
+//! power, temperature, throttle reasons and PCIe link while the work runs, and the
+//! GPU's critical XID events (NVML's event API) meanwhile. NVML is loaded at run time
+//! (`nvml-wrapper`), once per process: without it every value is `None` and
+//! `nvml_error` says why. Row-remapping counts come from `nvmlDeviceGetRemappedRows`
+//! through the loaded library (nvml-wrapper 0.12 has no call for it).
 use crate::results::gpu::{
     ErrorCounters, PcieLink, Sample, ThrottleSummary, XidEvent, REASONS, THROTTLE_MASK,
 };
-use nvml_wrapper::enum_wrappers::device::{
-    Clock, EccCounter, MemoryError, RetirementCause, TemperatureSensor,
-};
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
+use nvml_wrapper::enums::event::XidError;
+use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Nvml;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
+
+/// How long one wait for an XID event lasts, ms (the listener checks between waits
+/// whether to stop).
+const XID_WAIT_MS: u32 = 100;
+
+/// This process's NVML, initialised on first use (nvml-wrapper loads every symbol at
+/// init, so once per process, not per call).
+pub fn shared() -> Result<&'static Nvml, String> {
+    static NVML: OnceLock<Result<Nvml, String>> = OnceLock::new();
+    NVML.get_or_init(|| Nvml::init().map_err(|e| format!("NVML: {e}")))
+        .as_ref()
+        .map_err(Clone::clone)
+}
 
 /// This rank's GPU in NVML, found by PCI bus id.
 pub struct NvmlGpu {
-    nvml: Nvml,
+    nvml: &'static Nvml,
     index: u32,
 }
 
@@ -32,10 +46,30 @@ pub fn normal_bus_id(id: &str) -> String {
     }
 }
 
+/// A value NVML gave, `None` where the GPU does not support it, and any other error
+/// kept in `errs` as "what: error".
+fn kept<T>(errs: &mut Vec<String>, what: &str, r: Result<T, NvmlError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(NvmlError::NotSupported) => None,
+        Err(e) => {
+            errs.push(format!("{what}: {e}"));
+            None
+        }
+    }
+}
+
+/// nvml.h: NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, _DOUBLE_BIT_ECC_ERROR.
+const RETIRED_SBE: u32 = 0;
+const RETIRED_DBE: u32 = 1;
+
+/// Rows remapped (corrected, uncorrected), a remapping pending, a remapping failed.
+type RemappedRows = (u64, u64, bool, bool);
+
 impl NvmlGpu {
     /// Open the GPU with this PCI bus id ("0000:18:00.0").
     pub fn open(pci_bus_id: &str) -> Result<NvmlGpu, String> {
-        let nvml = Nvml::init().map_err(|e| format!("NVML: {e}"))?;
+        let nvml = shared()?;
         let count = nvml
             .device_count()
             .map_err(|e| format!("NVML device count: {e}"))?;
@@ -51,39 +85,93 @@ impl NvmlGpu {
         Err(format!("NVML lists no GPU with PCI bus id {pci_bus_id}"))
     }
 
-    fn device(&self) -> Option<nvml_wrapper::Device<'_>> {
-        self.nvml.device_by_index(self.index).ok()
+    fn device(&self) -> Result<nvml_wrapper::Device<'static>, NvmlError> {
+        self.nvml.device_by_index(self.index)
     }
 
-    /// The error counters now.
-    pub fn counters(&self) -> ErrorCounters {
-        let at_unix = crate::watchdog::unix_seconds(SystemTime::now());
-        let Some(d) = self.device() else {
-            return ErrorCounters {
-                at_unix,
-                ..Default::default()
-            };
-        };
-        let ecc = |e, c| d.total_ecc_errors(e, c).ok();
-        let retired = |c| d.retired_pages(c).ok().map(|v| v.len() as u64);
-        ErrorCounters {
-            at_unix,
-            ecc_volatile_corrected: ecc(MemoryError::Corrected, EccCounter::Volatile),
-            ecc_volatile_uncorrected: ecc(MemoryError::Uncorrected, EccCounter::Volatile),
-            ecc_aggregate_corrected: ecc(MemoryError::Corrected, EccCounter::Aggregate),
-            ecc_aggregate_uncorrected: ecc(MemoryError::Uncorrected, EccCounter::Aggregate),
-            retired_pages_sbe: retired(RetirementCause::MultipleSingleBitEccErrors),
-            retired_pages_dbe: retired(RetirementCause::DoubleBitEccError),
-            retired_pages_pending: d.are_pages_pending_retired().ok(),
+    /// The error counters now, and what NVML failed to give (a counter the GPU does
+    /// not support is `None` without an error: ECC off, no row remapping before Ampere,
+    /// no page retirement after).
+    pub fn counters(&self) -> (ErrorCounters, Option<String>) {
+        let mut c = ErrorCounters {
+            at_unix: crate::watchdog::unix_seconds(SystemTime::now()),
             ..Default::default()
+        };
+        let d = match self.device() {
+            Ok(d) => d,
+            Err(e) => return (c, Some(format!("NVML GPU {}: {e}", self.index))),
+        };
+        let mut errs = Vec::new();
+        let e = &mut errs;
+        let ecc = |e: &mut Vec<String>, m, k, what| kept(e, what, d.total_ecc_errors(m, k));
+        use EccCounter::{Aggregate, Volatile};
+        use MemoryError::{Corrected, Uncorrected};
+        c.ecc_volatile_corrected = ecc(e, Corrected, Volatile, "ECC volatile corrected");
+        c.ecc_volatile_uncorrected = ecc(e, Uncorrected, Volatile, "ECC volatile uncorrected");
+        c.ecc_aggregate_corrected = ecc(e, Corrected, Aggregate, "ECC aggregate corrected");
+        c.ecc_aggregate_uncorrected = ecc(e, Uncorrected, Aggregate, "ECC aggregate uncorrected");
+        let retired = |e: &mut Vec<String>, cause, what| kept(e, what, self.retired(&d, cause));
+        c.retired_pages_sbe = retired(e, RETIRED_SBE, "retired pages (SBE)");
+        c.retired_pages_dbe = retired(e, RETIRED_DBE, "retired pages (DBE)");
+        c.retired_pages_pending = kept(e, "pending retirement", d.are_pages_pending_retired());
+        if let Some((corr, unc, pending, failed)) = kept(e, "remapped rows", self.remapped_rows(&d))
+        {
+            c.remapped_rows_corrected = Some(corr);
+            c.remapped_rows_uncorrected = Some(unc);
+            c.remapped_rows_pending = Some(pending);
+            c.remapped_rows_failure = Some(failed);
         }
+        let why = (!errs.is_empty()).then(|| format!("NVML counters: {}", errs.join("; ")));
+        (c, why)
+    }
+
+    /// How many pages are retired for `cause`: `nvmlDeviceGetRetiredPages` asked for the
+    /// count alone (nvml-wrapper's call also wants `_v2` and every address).
+    fn retired(&self, d: &nvml_wrapper::Device, cause: u32) -> Result<u64, NvmlError> {
+        /// nvml.h: NVML_ERROR_INSUFFICIENT_SIZE (the count is set, no addresses asked).
+        const INSUFFICIENT_SIZE: u32 = 7;
+        let f = self
+            .nvml
+            .lib()
+            .nvmlDeviceGetRetiredPages
+            .as_ref()
+            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let mut count = 0u32;
+        let mut none = 0u64;
+        // SAFETY: `f` is NVML's nvmlDeviceGetRetiredPages(device, cause, *pageCount,
+        // *addresses), resolved from the library `self.nvml` keeps loaded; the handle
+        // is live while `d` is; with *pageCount 0 NVML writes only the count, and the
+        // address pointer (one valid c_ulonglong) is not null as NVML asks.
+        let rc = unsafe { f(d.handle(), cause, &mut count, &mut none) };
+        if rc != INSUFFICIENT_SIZE {
+            nvml_wrapper::error::nvml_try(rc)?;
+        }
+        Ok(count.into())
+    }
+
+    /// `nvmlDeviceGetRemappedRows`, asked of the loaded library directly.
+    fn remapped_rows(&self, d: &nvml_wrapper::Device) -> Result<RemappedRows, NvmlError> {
+        let f = self
+            .nvml
+            .lib()
+            .nvmlDeviceGetRemappedRows
+            .as_ref()
+            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let (mut corr, mut unc, mut pending, mut failed) = (0u32, 0u32, 0u32, 0u32);
+        // SAFETY: `f` is NVML's nvmlDeviceGetRemappedRows(device, *corrRows, *uncRows,
+        // *isPending, *failureOccurred), resolved from the library `self.nvml` keeps
+        // loaded for the process; the handle comes from that library and is live while
+        // `d` is; NVML writes one c_uint through each pointer, valid for the call.
+        let rc = unsafe { f(d.handle(), &mut corr, &mut unc, &mut pending, &mut failed) };
+        nvml_wrapper::error::nvml_try(rc)?;
+        Ok((corr.into(), unc.into(), pending != 0, failed != 0))
     }
 
     /// Highest PCIe generation and width the GPU supports.
     pub fn pcie_max(&self) -> (Option<u32>, Option<u32>) {
         match self.device() {
-            Some(d) => (d.max_pcie_link_gen().ok(), d.max_pcie_link_width().ok()),
-            None => (None, None),
+            Ok(d) => (d.max_pcie_link_gen().ok(), d.max_pcie_link_width().ok()),
+            Err(_) => (None, None),
         }
     }
 
@@ -94,7 +182,7 @@ impl NvmlGpu {
             during: during.into(),
             ..Default::default()
         };
-        if let Some(d) = self.device() {
+        if let Ok(d) = self.device() {
             s.sm_mhz = d.clock_info(Clock::SM).ok();
             s.mem_mhz = d.clock_info(Clock::Memory).ok();
             s.power_w = d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
@@ -107,41 +195,117 @@ impl NvmlGpu {
     }
 }
 
-/// What the work is doing, for the samples' `during`.
-pub struct Stage(Mutex<&'static str>);
+/// What the XID listener heard: the events, whether it listened for the whole work,
+/// and why not.
+#[derive(Debug, Default, PartialEq)]
+pub struct Heard {
+    pub xids: Vec<XidEvent>,
+    pub listening: bool,
+    pub error: Option<String>,
+}
 
-impl Stage {
-    pub fn new(s: &'static str) -> Stage {
-        Stage(Mutex::new(s))
+/// Listen for `gpu`'s critical XID events until `stop` (each wait at most
+/// [`XID_WAIT_MS`]).
+fn listen_xids(gpu: &NvmlGpu, stop: &AtomicBool) -> Heard {
+    let not = |why: String| Heard {
+        error: Some(format!("XID events not watched: {why}")),
+        ..Default::default()
+    };
+    let set = match gpu.nvml.create_event_set() {
+        Ok(s) => s,
+        Err(e) => return not(format!("NVML event set: {e}")),
+    };
+    let d = match gpu.device() {
+        Ok(d) => d,
+        Err(e) => return not(format!("NVML GPU {}: {e}", gpu.index)),
+    };
+    let set = match d.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+        Ok(s) => s,
+        Err(e) => return not(format!("the driver did not register them ({})", e.error)),
+    };
+    let mut heard = Heard {
+        listening: true,
+        ..Default::default()
+    };
+    while !stop.load(Ordering::SeqCst) {
+        match set.wait(XID_WAIT_MS) {
+            Ok(ev) => heard.xids.extend(ev.event_data.map(|x| XidEvent {
+                at_unix: crate::watchdog::unix_seconds(SystemTime::now()),
+                xid: match x {
+                    XidError::Value(v) => v,
+                    XidError::Unknown => 999,
+                },
+            })),
+            Err(NvmlError::Timeout) => {}
+            Err(e) => {
+                heard.listening = false;
+                heard.error = Some(format!("XID events not watched to the end: {e}"));
+                break;
+            }
+        }
+    }
+    let _ = set.release_events();
+    heard
+}
+
+/// What the work is doing, for the samples' `during`. Each stage the work sets begins
+/// with a sample of its own, taken on the work's thread as it sets it, so a stage
+/// shorter than the sampling period is still seen.
+pub struct Stage<'g> {
+    now: Mutex<&'static str>,
+    gpu: Option<&'g NvmlGpu>,
+    t0: Instant,
+    starts: Mutex<Vec<Sample>>,
+}
+
+impl<'g> Stage<'g> {
+    /// Stage `s` of the work on `gpu` (None: nothing is sampled); the samples' clock
+    /// starts now.
+    pub fn new(s: &'static str, gpu: Option<&'g NvmlGpu>) -> Stage<'g> {
+        Stage {
+            now: Mutex::new(s),
+            gpu,
+            t0: Instant::now(),
+            starts: Mutex::new(Vec::new()),
+        }
     }
     pub fn set(&self, s: &'static str) {
-        if let Ok(mut g) = self.0.lock() {
+        if let Ok(mut g) = self.now.lock() {
             *g = s;
+        }
+        if let Some(gpu) = self.gpu {
+            let x = gpu.sample(self.t0.elapsed().as_secs_f64(), s);
+            if let Ok(mut v) = self.starts.lock() {
+                v.push(x);
+            }
         }
     }
     fn get(&self) -> &'static str {
-        self.0.lock().map(|g| *g).unwrap_or("idle")
+        self.now.lock().map(|g| *g).unwrap_or("idle")
+    }
+    fn take_starts(&self) -> Vec<Sample> {
+        self.starts
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 }
 
 /// The work's value and what NVML saw meanwhile.
 pub struct Watched<T> {
     pub value: T,
+    /// Every sample, in time order.
     pub samples: Vec<Sample>,
     pub xids: Vec<XidEvent>,
     pub xid_listening: bool,
     pub error: Option<String>,
 }
 
-/// Run `work` on this thread while another samples `gpu` every `period` (until the
-/// work returns; the sampler checks every 25 ms whether to stop).
-pub fn watch<T>(
-    gpu: Option<&NvmlGpu>,
-    period: Duration,
-    stage: &Stage,
-    work: impl FnOnce() -> T,
-) -> Watched<T> {
-    let Some(gpu) = gpu else {
+/// Run `work` on this thread while one thread samples the stage's GPU every `period`
+/// (checking every 25 ms whether the work returned) and another listens for its XID
+/// events (each wait bounded); both stop when the work returns.
+pub fn watch<T>(period: Duration, stage: &Stage, work: impl FnOnce() -> T) -> Watched<T> {
+    let Some(gpu) = stage.gpu else {
         return Watched {
             value: work(),
             samples: Vec::new(),
@@ -151,12 +315,12 @@ pub fn watch<T>(
         };
     };
     let stop = AtomicBool::new(false);
-    let t0 = Instant::now();
-    let (value, samples) = std::thread::scope(|s| {
+    let (value, mut samples, heard) = std::thread::scope(|s| {
+        let listener = s.spawn(|| listen_xids(gpu, &stop));
         let sampler = s.spawn(|| {
             let mut out = Vec::new();
             while !stop.load(Ordering::SeqCst) {
-                out.push(gpu.sample(t0.elapsed().as_secs_f64(), stage.get()));
+                out.push(gpu.sample(stage.t0.elapsed().as_secs_f64(), stage.get()));
                 let next = Instant::now() + period;
                 while Instant::now() < next && !stop.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(25));
@@ -166,14 +330,20 @@ pub fn watch<T>(
         });
         let value = work();
         stop.store(true, Ordering::SeqCst);
-        (value, sampler.join().unwrap_or_default())
+        let heard = listener.join().unwrap_or_else(|_| Heard {
+            error: Some("XID events: the listener thread failed".into()),
+            ..Default::default()
+        });
+        (value, sampler.join().unwrap_or_default(), heard)
     });
+    samples.extend(stage.take_starts());
+    samples.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     Watched {
         value,
         samples,
-        xids: Vec::new(),
-        xid_listening: false,
-        error: None,
+        xids: heard.xids,
+        xid_listening: heard.listening,
+        error: heard.error,
     }
 }
 
@@ -235,6 +405,20 @@ mod tests {
             pcie_width: Some(16),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn without_nvml_the_work_runs_and_nothing_is_sampled_or_listened_to() {
+        let stage = Stage::new("idle", None);
+        let w = watch(Duration::from_millis(100), &stage, || {
+            stage.set("burn");
+            stage.set("idle");
+            7
+        });
+        assert_eq!(w.value, 7);
+        assert!(w.samples.is_empty());
+        assert!(w.xids.is_empty() && !w.xid_listening && w.error.is_none());
+        assert_eq!(stage.get(), "idle");
     }
 
     #[test]

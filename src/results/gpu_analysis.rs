@@ -667,7 +667,84 @@ pub fn counter_changes(
     if corr > 0 {
         notes.push(format!("{corr} new corrected ECC error(s)"));
     }
+    let lost = unread(before, after);
+    if !lost.is_empty() {
+        fatal.push(format!(
+            "{} read at the start but not at the end",
+            lost.join(", ")
+        ));
+    }
     (fatal, notes)
+}
+
+/// The counters `before` had and `after` lacks (NVML failed to read them at the end:
+/// no comparison is no proof of "no new errors").
+fn unread(
+    before: &super::gpu::ErrorCounters,
+    after: &super::gpu::ErrorCounters,
+) -> Vec<&'static str> {
+    let (b, a) = (before, after);
+    [
+        (
+            "ecc_volatile_corrected",
+            b.ecc_volatile_corrected.is_some(),
+            a.ecc_volatile_corrected.is_some(),
+        ),
+        (
+            "ecc_volatile_uncorrected",
+            b.ecc_volatile_uncorrected.is_some(),
+            a.ecc_volatile_uncorrected.is_some(),
+        ),
+        (
+            "ecc_aggregate_corrected",
+            b.ecc_aggregate_corrected.is_some(),
+            a.ecc_aggregate_corrected.is_some(),
+        ),
+        (
+            "ecc_aggregate_uncorrected",
+            b.ecc_aggregate_uncorrected.is_some(),
+            a.ecc_aggregate_uncorrected.is_some(),
+        ),
+        (
+            "retired_pages_sbe",
+            b.retired_pages_sbe.is_some(),
+            a.retired_pages_sbe.is_some(),
+        ),
+        (
+            "retired_pages_dbe",
+            b.retired_pages_dbe.is_some(),
+            a.retired_pages_dbe.is_some(),
+        ),
+        (
+            "retired_pages_pending",
+            b.retired_pages_pending.is_some(),
+            a.retired_pages_pending.is_some(),
+        ),
+        (
+            "remapped_rows_corrected",
+            b.remapped_rows_corrected.is_some(),
+            a.remapped_rows_corrected.is_some(),
+        ),
+        (
+            "remapped_rows_uncorrected",
+            b.remapped_rows_uncorrected.is_some(),
+            a.remapped_rows_uncorrected.is_some(),
+        ),
+        (
+            "remapped_rows_pending",
+            b.remapped_rows_pending.is_some(),
+            a.remapped_rows_pending.is_some(),
+        ),
+        (
+            "remapped_rows_failure",
+            b.remapped_rows_failure.is_some(),
+            a.remapped_rows_failure.is_some(),
+        ),
+    ]
+    .into_iter()
+    .filter(|(_, had, has)| *had && !*has)
+    .map(|(name, _, _)| name)
+    .collect()
 }
 
 fn errors(c: Criterion, r: &GpuReport, after: Option<&GpuReport>) -> Criterion {
@@ -675,11 +752,22 @@ fn errors(c: Criterion, r: &GpuReport, after: Option<&GpuReport>) -> Criterion {
     let mut notes = Vec::new();
     let mut compared = 0;
     for g in r.gpus.iter().filter(|g| g.error.is_none()) {
-        if let (Some(b), Some(a)) = (&g.counters_before, end_counters(g, after)) {
-            compared += 1;
-            let (f, n) = counter_changes(b, a);
-            fails.extend(f.into_iter().map(|f| format!("{}: {f}", gpu_name(g))));
-            notes.extend(n.into_iter().map(|n| format!("{}: {n}", gpu_name(g))));
+        match (&g.counters_before, end_counters(g, after)) {
+            (Some(b), Some(a)) => {
+                compared += 1;
+                let (f, n) = counter_changes(b, a);
+                fails.extend(f.into_iter().map(|f| format!("{}: {f}", gpu_name(g))));
+                notes.extend(n.into_iter().map(|n| format!("{}: {n}", gpu_name(g))));
+            }
+            (Some(_), None) => fails.push(format!(
+                "{}: error counters read at the start but not at the end",
+                gpu_name(g)
+            )),
+            _ => {}
+        }
+        if !g.xid_listening {
+            let why = g.nvml_error.as_deref().unwrap_or("NVML gave no event set");
+            notes.push(format!("{}: XIDs not watched ({why})", gpu_name(g)));
         }
         for x in &g.xids {
             fails.push(format!(
@@ -968,6 +1056,44 @@ mod tests {
         assert!(
             c.detail.contains("node1 GPU 0: a row remapping failed"),
             "{c:#?}"
+        );
+    }
+
+    #[test]
+    fn counters_not_read_at_the_end_fail_instead_of_passing_as_no_new_errors() {
+        let mut r = healthy();
+        let a = r.gpus[2].counters_after.as_mut().unwrap();
+        a.ecc_volatile_uncorrected = None;
+        a.remapped_rows_failure = None;
+        only_fails(
+            &r,
+            "gpu.errors",
+            "node1 GPU 2: ecc_volatile_uncorrected, remapped_rows_failure read at the start but not at the end",
+        );
+        let mut r = healthy();
+        r.gpus[1].counters_after = None;
+        only_fails(
+            &r,
+            "gpu.errors",
+            "node1 GPU 1: error counters read at the start but not at the end",
+        );
+    }
+
+    #[test]
+    fn a_gpu_whose_xids_were_not_watched_is_named_in_the_notes() {
+        let mut r = healthy();
+        r.gpus[3].xid_listening = false;
+        r.gpus[3].nvml_error = Some("XID events not watched: Not Supported".into());
+        let cs = judged(&r);
+        let c = one(&cs, "gpu.errors");
+        assert_eq!(c.status, Status::Pass, "{c:#?}");
+        assert_eq!(
+            c.measured,
+            "0 new; counters compared on 4, XIDs listened to on 3 of 4 GPUs"
+        );
+        assert_eq!(
+            c.detail,
+            "notes: node1 GPU 3: XIDs not watched (XID events not watched: Not Supported)"
         );
     }
 

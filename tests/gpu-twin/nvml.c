@@ -10,6 +10,18 @@
  *
  * Without a file the GPUs have no NVLink (NVML answers "not supported"), as a PCIe box.
  * NVML lists every GPU of the host, whatever CUDA_VISIBLE_DEVICES says (as NVML does).
+ *
+ * Health (what `burnin gpu` reads): clocks, power, temperature, clocks-event reasons,
+ * PCIe link, ECC counts, retired pages (not supported, as on Ampere and later), remapped
+ * rows and XID events, healthy H100-like values unless TWIN_NVML_HEALTH says otherwise:
+ *
+ *   TWIN_NVML_HEALTH="[rank=R:]gpu=N|all:key=value,...;..."
+ *
+ * keys: throttle (reason names joined by '+', or a bit mask), sm_mhz, temp_c, power_w,
+ * pcie_gen, pcie_width, pcie_max_gen, pcie_max_width, ecc_uncorrected_after,
+ * ecc_corrected_after, rows_uncorrected_after (each counter reads N more after its first
+ * read), remap_pending=1, remap_failure=1, xid=N (one XID event delivered once after
+ * registration), events=unsupported (registering events answers "not supported").
  */
 #define _GNU_SOURCE
 #include "twin.h"
@@ -25,6 +37,7 @@ enum {
   NVML_ERROR_INVALID_ARGUMENT = 2,
   NVML_ERROR_NOT_SUPPORTED = 3,
   NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_TIMEOUT = 10,
   NVML_ERROR_UNKNOWN = 999,
 };
 #define MAX_LINKS 18
@@ -42,10 +55,22 @@ typedef struct {
 struct link {
   int exists, up, peer; /* peer: a GPU index, or -1 for an NVSwitch */
 };
+/* What one GPU's health calls answer (TWIN_NVML_HEALTH; healthy H100-like defaults). */
+struct health {
+  unsigned long long reasons;
+  unsigned sm_mhz, mem_mhz, temp_c, power_mw;
+  unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
+  unsigned long long ecc_unc_after, ecc_corr_after, rows_unc_after;
+  int remap_pending, remap_failure, events_unsupported;
+  unsigned long long xid;
+  int ecc_reads[2][2]; /* [uncorrected?][aggregate?]: reads so far */
+  int rows_reads;
+};
 struct gpu {
   int index;
   struct link links[MAX_LINKS];
   int nlinks;
+  struct health h;
 };
 typedef struct gpu *nvmlDevice_t;
 
@@ -54,7 +79,13 @@ typedef struct gpu *nvmlDevice_t;
   X(nvmlDeviceGetCount_v2) X(nvmlDeviceGetHandleByIndex_v2) X(nvmlDeviceGetName)             \
   X(nvmlDeviceGetUUID) X(nvmlDeviceGetPciInfo_v3) X(nvmlDeviceGetNumaNodeId)                 \
   X(nvmlDeviceGetMemoryInfo_v2) X(nvmlDeviceGetNvLinkState) X(nvmlDeviceGetNvLinkRemotePciInfo_v2) \
-  X(nvmlDeviceGetNvLinkRemoteDeviceType) X(nvmlDeviceGetTopologyCommonAncestor)
+  X(nvmlDeviceGetNvLinkRemoteDeviceType) X(nvmlDeviceGetTopologyCommonAncestor)                \
+  X(nvmlDeviceGetClockInfo) X(nvmlDeviceGetPowerUsage) X(nvmlDeviceGetTemperature)             \
+  X(nvmlDeviceGetCurrentClocksThrottleReasons) X(nvmlDeviceGetCurrPcieLinkGeneration)          \
+  X(nvmlDeviceGetCurrPcieLinkWidth) X(nvmlDeviceGetMaxPcieLinkGeneration)                      \
+  X(nvmlDeviceGetMaxPcieLinkWidth) X(nvmlDeviceGetTotalEccErrors) X(nvmlDeviceGetRetiredPages) \
+  X(nvmlDeviceGetRetiredPagesPendingStatus) X(nvmlDeviceGetRemappedRows) X(nvmlEventSetCreate)  \
+  X(nvmlDeviceRegisterEvents) X(nvmlEventSetWait_v2) X(nvmlEventSetFree)
 enum {
 #define X(n) I_##n,
   NVML_FNS(X)
@@ -93,9 +124,12 @@ static int add_link(int g, int peer) {
   return 0;
 }
 
+static void load_health(void);
+
 static void load(void) {
   g_n = twin_gpu_count();
   for (int i = 0; i < g_n; i++) g_gpus[i].index = i;
+  load_health();
   const char *path = getenv("TWIN_TOPOLOGY");
   if (!path || !*path) return;
   FILE *f = fopen(path, "r");
@@ -300,5 +334,273 @@ API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_
   if (!v) v = g_pcie_default;
   if (!v) v = (a->index >= (g_n + 1) / 2) == (b->index >= (g_n + 1) / 2) ? 40 : 50;
   *lvl = v;
+  return NVML_SUCCESS;
+}
+
+/* ---- health: TWIN_NVML_HEALTH */
+
+static const struct {
+  const char *name;
+  unsigned long long bit;
+} g_reasons[] = {
+    {"gpu_idle", 0x1},     {"applications_clocks_setting", 0x2}, {"sw_power_cap", 0x4},
+    {"hw_slowdown", 0x8},  {"sync_boost", 0x10},                 {"sw_thermal_slowdown", 0x20},
+    {"hw_thermal_slowdown", 0x40}, {"hw_power_brake_slowdown", 0x80}, {"display_clock_setting", 0x100},
+};
+
+/* "hw_slowdown+sw_power_cap" or "0x48" as NVML's clocks-event reason bits; -1: neither. */
+static long long reasons_of(const char *v) {
+  char *end = NULL;
+  unsigned long long x = strtoull(v, &end, 0);
+  if (end && end != v && *end == 0) return (long long)x;
+  unsigned long long bits = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", v);
+  for (char *save = NULL, *t = strtok_r(buf, "+", &save); t; t = strtok_r(NULL, "+", &save)) {
+    int found = 0;
+    for (unsigned i = 0; i < sizeof g_reasons / sizeof g_reasons[0]; i++)
+      if (!strcmp(t, g_reasons[i].name)) bits |= g_reasons[i].bit, found = 1;
+    if (!found) return -1;
+  }
+  return (long long)bits;
+}
+
+static int set_key(struct health *h, const char *k, const char *v) {
+  unsigned long long n = strtoull(v, NULL, 10);
+  if (!strcmp(k, "throttle")) {
+    long long r = reasons_of(v);
+    if (r < 0) return -1;
+    h->reasons = (unsigned long long)r;
+  } else if (!strcmp(k, "sm_mhz")) h->sm_mhz = (unsigned)n;
+  else if (!strcmp(k, "temp_c")) h->temp_c = (unsigned)n;
+  else if (!strcmp(k, "power_w")) h->power_mw = (unsigned)n * 1000;
+  else if (!strcmp(k, "pcie_gen")) h->pcie_gen = (unsigned)n;
+  else if (!strcmp(k, "pcie_width")) h->pcie_width = (unsigned)n;
+  else if (!strcmp(k, "pcie_max_gen")) h->pcie_max_gen = (unsigned)n;
+  else if (!strcmp(k, "pcie_max_width")) h->pcie_max_width = (unsigned)n;
+  else if (!strcmp(k, "ecc_uncorrected_after")) h->ecc_unc_after = n;
+  else if (!strcmp(k, "ecc_corrected_after")) h->ecc_corr_after = n;
+  else if (!strcmp(k, "rows_uncorrected_after")) h->rows_unc_after = n;
+  else if (!strcmp(k, "remap_pending")) h->remap_pending = n != 0;
+  else if (!strcmp(k, "remap_failure")) h->remap_failure = n != 0;
+  else if (!strcmp(k, "xid")) h->xid = n;
+  else if (!strcmp(k, "events") && !strcmp(v, "unsupported")) h->events_unsupported = 1;
+  else return -1;
+  return 0;
+}
+
+/* One "[rank=R:]gpu=N|all:key=value,..." item. */
+static void health_item(char *item) {
+  int rank = -1, gpu = -1;
+  char *p = item;
+  if (!strncmp(p, "rank=", 5)) {
+    rank = atoi(p + 5);
+    p = strchr(p, ':');
+    if (!p) goto bad;
+    p++;
+  }
+  if (strncmp(p, "gpu=", 4)) goto bad;
+  p += 4;
+  if (!strncmp(p, "all", 3)) gpu = -1;
+  else gpu = atoi(p);
+  p = strchr(p, ':');
+  if (!p) goto bad;
+  p++;
+  if (rank >= 0 && rank != twin_world_rank()) return;
+  for (char *save = NULL, *kv = strtok_r(p, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    if (!eq) goto bad;
+    *eq = 0;
+    for (int g = 0; g < g_n; g++)
+      if ((gpu < 0 || gpu == g) && set_key(&g_gpus[g].h, kv, eq + 1)) {
+        fprintf(stderr, "burnin-twin: TWIN_NVML_HEALTH: cannot use '%s=%s'\n", kv, eq + 1);
+        break;
+      }
+  }
+  return;
+bad:
+  fprintf(stderr, "burnin-twin: TWIN_NVML_HEALTH: cannot use '%s'\n", item);
+}
+
+static void load_health(void) {
+  for (int g = 0; g < g_n; g++) {
+    struct health *h = &g_gpus[g].h;
+    memset(h, 0, sizeof *h);
+    h->sm_mhz = 1980;
+    h->mem_mhz = 2619;
+    h->temp_c = 45;
+    h->power_mw = 350000;
+    h->pcie_gen = h->pcie_max_gen = 5;
+    h->pcie_width = h->pcie_max_width = 16;
+  }
+  const char *env = getenv("TWIN_NVML_HEALTH");
+  if (!env || !*env) return;
+  char *buf = strdup(env);
+  if (!buf) return;
+  for (char *save = NULL, *item = strtok_r(buf, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
+    char one[512];
+    snprintf(one, sizeof one, "%s", item);
+    health_item(one);
+  }
+  free(buf);
+}
+
+static pthread_mutex_t g_health_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static nvmlReturn_t put_uint(unsigned *out, unsigned v) {
+  if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+  *out = v;
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned *mhz) {
+  COUNT(nvmlDeviceGetClockInfo);
+  DEV_OK(d);
+  /* NVML_CLOCK_GRAPHICS 0, _SM 1, _MEM 2, _VIDEO 3 */
+  if (type < 0 || type > 3) return NVML_ERROR_INVALID_ARGUMENT;
+  return put_uint(mhz, type == 2 ? d->h.mem_mhz : type == 3 ? 1755 : d->h.sm_mhz);
+}
+
+API nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t d, unsigned *mw) {
+  COUNT(nvmlDeviceGetPowerUsage);
+  DEV_OK(d);
+  return put_uint(mw, d->h.power_mw);
+}
+
+API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned *c) {
+  COUNT(nvmlDeviceGetTemperature);
+  DEV_OK(d);
+  if (sensor != 0) return NVML_ERROR_INVALID_ARGUMENT; /* NVML_TEMPERATURE_GPU */
+  return put_uint(c, d->h.temp_c);
+}
+
+API nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t d, unsigned long long *r) {
+  COUNT(nvmlDeviceGetCurrentClocksThrottleReasons);
+  DEV_OK(d);
+  if (!r) return NVML_ERROR_INVALID_ARGUMENT;
+  *r = d->h.reasons;
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t d, unsigned *v) {
+  COUNT(nvmlDeviceGetCurrPcieLinkGeneration);
+  DEV_OK(d);
+  return put_uint(v, d->h.pcie_gen);
+}
+
+API nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t d, unsigned *v) {
+  COUNT(nvmlDeviceGetCurrPcieLinkWidth);
+  DEV_OK(d);
+  return put_uint(v, d->h.pcie_width);
+}
+
+API nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t d, unsigned *v) {
+  COUNT(nvmlDeviceGetMaxPcieLinkGeneration);
+  DEV_OK(d);
+  return put_uint(v, d->h.pcie_max_gen);
+}
+
+API nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t d, unsigned *v) {
+  COUNT(nvmlDeviceGetMaxPcieLinkWidth);
+  DEV_OK(d);
+  return put_uint(v, d->h.pcie_max_width);
+}
+
+/* A counter that reads `base` the first time and `base + after` from then on. */
+static unsigned long long rising(int *reads, unsigned long long base, unsigned long long after) {
+  pthread_mutex_lock(&g_health_lock);
+  int n = (*reads)++;
+  pthread_mutex_unlock(&g_health_lock);
+  return n == 0 ? base : base + after;
+}
+
+API nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t d, int type, int counter, unsigned long long *n) {
+  COUNT(nvmlDeviceGetTotalEccErrors);
+  DEV_OK(d);
+  /* NVML_MEMORY_ERROR_TYPE_CORRECTED 0, _UNCORRECTED 1; NVML_VOLATILE_ECC 0, _AGGREGATE 1 */
+  if (!n || type < 0 || type > 1 || counter < 0 || counter > 1) return NVML_ERROR_INVALID_ARGUMENT;
+  unsigned long long after = type ? d->h.ecc_unc_after : d->h.ecc_corr_after;
+  *n = rising(&d->h.ecc_reads[type][counter], 0, after);
+  return NVML_SUCCESS;
+}
+
+/* Page retirement is the pre-Ampere mechanism: an H100 answers "not supported". */
+API nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t d, int cause, unsigned *count, unsigned long long *addr) {
+  COUNT(nvmlDeviceGetRetiredPages);
+  DEV_OK(d);
+  (void)cause, (void)count, (void)addr;
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
+API nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t d, int *pending) {
+  COUNT(nvmlDeviceGetRetiredPagesPendingStatus);
+  DEV_OK(d);
+  (void)pending;
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
+API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned *corr, unsigned *unc, unsigned *pending,
+                                           unsigned *failure) {
+  COUNT(nvmlDeviceGetRemappedRows);
+  DEV_OK(d);
+  if (!corr || !unc || !pending || !failure) return NVML_ERROR_INVALID_ARGUMENT;
+  *corr = 0;
+  *unc = (unsigned)rising(&d->h.rows_reads, 0, d->h.rows_unc_after);
+  *pending = (unsigned)d->h.remap_pending;
+  *failure = (unsigned)d->h.remap_failure;
+  return NVML_SUCCESS;
+}
+
+/* ---- events: a set holds the GPUs registered for critical XIDs; each GPU's XID (if
+ * any) is delivered once, on the first wait after its registration. */
+#define XID_CRITICAL 8ULL /* nvmlEventTypeXidCriticalError */
+typedef struct {
+  nvmlDevice_t device;
+  unsigned long long type, data;
+  unsigned gpu_instance, compute_instance;
+} nvmlEventData_t;
+struct event_set {
+  int registered[TWIN_MAX_GPUS], delivered[TWIN_MAX_GPUS];
+};
+typedef struct event_set *nvmlEventSet_t;
+
+API nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+  COUNT(nvmlEventSetCreate);
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  *set = calloc(1, sizeof **set);
+  return *set ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
+}
+
+API nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t set) {
+  COUNT(nvmlDeviceRegisterEvents);
+  DEV_OK(d);
+  if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d->h.events_unsupported || (types & ~XID_CRITICAL)) return NVML_ERROR_NOT_SUPPORTED;
+  set->registered[d->index] = 1;
+  return NVML_SUCCESS;
+}
+
+API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned timeout_ms) {
+  COUNT(nvmlEventSetWait_v2);
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
+  for (int g = 0; g < g_n; g++) {
+    if (!set->registered[g] || !g_gpus[g].h.xid || set->delivered[g]) continue;
+    set->delivered[g] = 1;
+    memset(data, 0, sizeof *data);
+    data->device = &g_gpus[g];
+    data->type = XID_CRITICAL;
+    data->data = g_gpus[g].h.xid;
+    return NVML_SUCCESS;
+  }
+  usleep((useconds_t)(timeout_ms > 1000 ? 1000 : timeout_ms) * 1000);
+  return NVML_ERROR_TIMEOUT;
+}
+
+API nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  COUNT(nvmlEventSetFree);
+  if (!g_init) return NVML_ERROR_UNINITIALIZED;
+  free(set);
   return NVML_SUCCESS;
 }

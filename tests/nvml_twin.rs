@@ -1,0 +1,227 @@
+//! `burnin gpu`'s NVML half on the GPU twin (tests/gpu-twin): the real binary under the
+//! real mpirun, two ranks on a two-GPU twin, with the twin's NVML healthy or faulted by
+//! `TWIN_NVML_HEALTH`. What is checked is the judging of what NVML says (throttle
+//! reasons, PCIe link, error counters, XID events), never a timing.
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// The twin's NVML entry points a plain `burnin gpu` run calls for health.
+const HEALTH_CALLS: &[&str] = &[
+    "nvmlDeviceGetClockInfo",
+    "nvmlDeviceGetPowerUsage",
+    "nvmlDeviceGetTemperature",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetCurrPcieLinkGeneration",
+    "nvmlDeviceGetCurrPcieLinkWidth",
+    "nvmlDeviceGetMaxPcieLinkGeneration",
+    "nvmlDeviceGetMaxPcieLinkWidth",
+    "nvmlDeviceGetTotalEccErrors",
+    "nvmlDeviceGetRetiredPages",
+    "nvmlDeviceGetRetiredPagesPendingStatus",
+    "nvmlDeviceGetRemappedRows",
+    "nvmlEventSetCreate",
+    "nvmlDeviceRegisterEvents",
+    "nvmlEventSetWait_v2",
+    "nvmlEventSetFree",
+];
+
+/// What one `burnin gpu` run on the twin left.
+struct GpuRun {
+    run: Run,
+    report: Value,
+    counts: std::collections::BTreeMap<String, u64>,
+}
+
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+/// Sum of the NVML twin's call counts in `dir`, per entry point.
+fn nvml_counts(dir: &Path) -> std::collections::BTreeMap<String, u64> {
+    let mut total = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if !(name.starts_with("nvml.") && name.ends_with(".counts")) {
+            continue;
+        }
+        for line in std::fs::read_to_string(e.path()).unwrap().lines() {
+            if let [f, n] = line.split_whitespace().collect::<Vec<_>>().as_slice() {
+                *total.entry(f.to_string()).or_insert(0) += n.parse::<u64>().unwrap();
+            }
+        }
+    }
+    total
+}
+
+/// `mpirun -np 2 burnin gpu` (short) on a two-GPU twin with `health` as
+/// TWIN_NVML_HEALTH.
+fn gpu_run(health: &str) -> GpuRun {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let counts = dir.path().join("counts");
+    std::fs::create_dir_all(&counts).unwrap();
+    let mut c = mpirun_cmd(2);
+    twin().env(&mut c, &counts);
+    c.env("TWIN_GPUS", "2").env("TWIN_NVML_HEALTH", health);
+    c.arg(bin()).args([
+        "gpu",
+        "--burn",
+        "1s",
+        "--copy-bytes",
+        "64K",
+        "--peer-bytes",
+        "64K",
+        "--reps",
+        "1",
+        "--sample-ms",
+        "100",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let run = run_bounded(c, Duration::from_secs(120));
+    assert_no_panic(&run);
+    assert!(!run.timed_out, "timed out: {}", run.all());
+    let report = serde_json::from_slice(
+        &std::fs::read(out.join("gpu.json")).unwrap_or_else(|e| panic!("{e}: {}", run.all())),
+    )
+    .unwrap();
+    let counts = nvml_counts(&counts);
+    GpuRun {
+        run,
+        report,
+        counts,
+    }
+}
+
+/// The verdict table's row of the criterion described as `what`.
+fn row<'a>(r: &'a Run, what: &str) -> &'a str {
+    r.stdout
+        .lines()
+        .find(|l| l.starts_with("gpu ") && l.contains(what))
+        .unwrap_or_else(|| panic!("no row '{what}': {}", r.all()))
+}
+
+const THROTTLE: &str = "share of the burn a GPU spent throttled";
+const PCIE: &str = "every GPU's PCIe link under load";
+const ERRORS: &str = "no new uncorrected ECC error";
+
+/// The run failed (exit 1) and printed `line` (a criterion's detail line).
+fn fails_with(r: &GpuRun, line: &str) {
+    assert_eq!(r.run.code, Some(1), "{}", r.run.all());
+    assert!(
+        r.run.stdout.lines().any(|l| l.starts_with(line)),
+        "no line starting '{line}': {}",
+        r.run.all()
+    );
+}
+
+#[test]
+fn a_healthy_twin_passes_throttle_pcie_and_errors_and_calls_every_health_entry_point() {
+    let r = gpu_run("");
+    assert_eq!(r.run.code, Some(0), "{}", r.run.all());
+    for what in [THROTTLE, PCIE, ERRORS] {
+        assert!(row(&r.run, what).ends_with("PASS"), "{}", r.run.all());
+    }
+    assert!(row(&r.run, ERRORS).contains("counters compared on 2, XIDs listened to on 2 of 2"));
+    for g in r.report["gpus"].as_array().unwrap() {
+        assert_eq!(g["xid_listening"], true, "{g}");
+        assert_eq!(g["nvml_error"], Value::Null, "{g}");
+        assert_eq!(g["pcie"]["gen"], 5, "{g}");
+        assert_eq!(g["pcie"]["max_width"], 16, "{g}");
+        assert!(g["throttle"]["samples"].as_u64().unwrap() >= 1, "{g}");
+        assert_eq!(g["throttle"]["throttled_share"], 0.0, "{g}");
+        let after = &g["counters_after"];
+        assert_eq!(after["ecc_volatile_uncorrected"], 0, "{g}");
+        assert_eq!(after["remapped_rows_failure"], false, "{g}");
+        // Page retirement is pre-Ampere: an H100-like GPU does not report it.
+        assert_eq!(after["retired_pages_dbe"], Value::Null, "{g}");
+    }
+    let never: Vec<&&str> = HEALTH_CALLS
+        .iter()
+        .filter(|f| r.counts.get(**f).copied().unwrap_or(0) == 0)
+        .collect();
+    assert!(never.is_empty(), "not called: {never:?} of {:?}", r.counts);
+}
+
+#[test]
+fn a_gpu_in_hw_slowdown_fails_the_throttle_criterion_naming_it_and_its_host() {
+    let r = gpu_run("gpu=1:throttle=hw_slowdown");
+    fails_with(
+        &r,
+        &format!(
+            "# gpu.throttle FAIL: {} GPU 1 throttled 100% of the burn (hw_slowdown 100%)",
+            host()
+        ),
+    );
+    assert!(row(&r.run, PCIE).ends_with("PASS"), "{}", r.run.all());
+    assert!(row(&r.run, ERRORS).ends_with("PASS"), "{}", r.run.all());
+}
+
+#[test]
+fn a_pcie_link_below_its_max_fails_naming_the_gpu_and_its_host() {
+    let r = gpu_run("rank=0:gpu=0:pcie_gen=4,pcie_width=8");
+    fails_with(
+        &r,
+        &format!(
+            "# gpu.pcie FAIL: {} GPU 0 PCIe Gen4 x8 (GPU max Gen5 x16)",
+            host()
+        ),
+    );
+    assert!(row(&r.run, THROTTLE).ends_with("PASS"), "{}", r.run.all());
+}
+
+#[test]
+fn a_new_uncorrected_ecc_error_fails_naming_the_gpu_and_its_host() {
+    let r = gpu_run("gpu=1:ecc_uncorrected_after=2");
+    fails_with(
+        &r,
+        &format!(
+            "# gpu.errors FAIL: {} GPU 1: 2 new uncorrected ECC error(s)",
+            host()
+        ),
+    );
+    let g = &r.report["gpus"][1];
+    assert_eq!(g["counters_before"]["ecc_volatile_uncorrected"], 0, "{g}");
+    assert_eq!(g["counters_after"]["ecc_volatile_uncorrected"], 2, "{g}");
+}
+
+#[test]
+fn an_xid_fails_naming_the_gpu_and_its_host() {
+    let r = gpu_run("gpu=0:xid=79");
+    fails_with(
+        &r,
+        &format!("# gpu.errors FAIL: {} GPU 0: XID 79 at ", host()),
+    );
+    let xids = r.report["gpus"][0]["xids"].as_array().unwrap();
+    assert_eq!(xids.len(), 1, "{xids:?}");
+    assert_eq!(xids[0]["xid"], 79);
+    assert_eq!(r.report["gpus"][1]["xids"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn a_driver_without_events_passes_but_says_xids_were_not_watched() {
+    let r = gpu_run("gpu=all:events=unsupported");
+    assert_eq!(r.run.code, Some(0), "{}", r.run.all());
+    assert!(
+        row(&r.run, ERRORS).contains("XIDs listened to on 0 of 2 GPUs"),
+        "{}",
+        r.run.all()
+    );
+    let note = format!(
+        "{} GPU 1: XIDs not watched (XID events not watched: ",
+        host()
+    );
+    assert!(r.run.stdout.contains(&note), "{}", r.run.all());
+    for g in r.report["gpus"].as_array().unwrap() {
+        assert_eq!(g["xid_listening"], false, "{g}");
+        let why = g["nvml_error"].as_str().unwrap();
+        assert!(why.contains("XID events not watched"), "{why}");
+    }
+}
