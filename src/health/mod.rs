@@ -414,5 +414,8 @@ fn render(
         .cloned()
         .collect();
     s.push_str(&crate::report::verdict_text(&shown));
+    for c in shown.iter().filter(|c| !c.detail.is_empty()) {
+        s.push_str(&format!("# {} {}: {}\n", c.id, c.status.label(), c.detail));
+    }
     s
 }
