@@ -154,6 +154,7 @@ impl<'a> Burner<'a> {
     /// One launch of `iters` steps and its results back: the kernel's GPU seconds.
     fn launch(&mut self, iters: u64) -> Result<f64, String> {
         let (d, stream) = (self.dev, self.dev.raw_stream());
+        super::copy::not_hung(d)?;
         d.bind().map_err(|e| format!("{e:#}"))?;
         // SAFETY: both events come from new_events and live while self does; `out`
         // holds len f32 on this GPU, `host` as many pinned bytes; the stream is

@@ -64,6 +64,17 @@ pub fn wait_idle(dev: &Device, what: &str, limit: Duration) -> Result<(), String
     }
 }
 
+/// Err when an earlier wait on `dev` gave up (nothing more is queued on a hung GPU).
+pub fn not_hung(dev: &Device) -> Result<(), String> {
+    if dev.is_poisoned() {
+        return Err(format!(
+            "not run: earlier work on GPU {} did not complete",
+            dev.ordinal()
+        ));
+    }
+    Ok(())
+}
+
 /// GB/s (10^9 B/s) of `bytes` moved in `seconds`.
 pub fn gbps(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds / 1e9
@@ -167,6 +178,7 @@ fn timed(
     reps: u32,
     mut copy: impl FnMut() -> Result<(), DriverError>,
 ) -> Result<f64, String> {
+    not_hung(dev)?;
     dev.bind().map_err(|e| format!("{e:#}"))?;
     let ev = dev
         .new_events(2)
@@ -220,6 +232,7 @@ fn read_back(
     src: sys::CUdeviceptr,
     seed: u64,
 ) -> Result<Option<String>, String> {
+    not_hung(dev)?;
     dev.bind().map_err(|e| format!("{e:#}"))?;
     host.bytes_mut().fill(0);
     // SAFETY: src holds host.len() bytes on dev (callers' buffers), host is pinned
@@ -277,10 +290,11 @@ pub fn host_and_local(dev: &Arc<Device>, bytes: usize, reps: u32) -> GpuCopies {
     let d2h = timed(dev, "D2H copy", bytes, reps, || unsafe {
         result::memcpy_dtoh_async(&mut *back, d1, stream)
     });
-    let chain = match &d2h {
-        Ok(_) => mismatch(l.back.bytes(), HOST_SEED),
-        Err(_) => Some(String::new()),
-    };
+    // Some(true): read back and right; Some(false): wrong; None: no read-back.
+    let chain = d2h
+        .as_ref()
+        .ok()
+        .map(|_| mismatch(l.back.bytes(), HOST_SEED).is_none());
     let d2d = timed(dev, "D2D copy", bytes, reps, || unsafe {
         result::memcpy_dtod_async(d2, d1, bytes, stream)
     });
@@ -292,9 +306,13 @@ pub fn host_and_local(dev: &Arc<Device>, bytes: usize, reps: u32) -> GpuCopies {
         Ok(m) => rate(bytes, reps, d2d, m.is_none()),
         Err(e) => rate(bytes, reps, Err(e), false),
     };
+    let mut h2d = rate(bytes, reps, h2d, chain == Some(true));
+    if chain.is_none() && h2d.error.is_none() {
+        h2d.error = Some("not verified: the D2H copy that reads it back failed".into());
+    }
     GpuCopies {
-        h2d: Some(rate(bytes, reps, h2d, chain.is_none())),
-        d2h: Some(rate(bytes, reps, d2h, chain.is_none())),
+        h2d: Some(h2d),
+        d2h: Some(rate(bytes, reps, d2h, chain == Some(true))),
         d2d: Some(d2d),
     }
 }
