@@ -3,12 +3,13 @@
 //!
 //! Every copy is queued once untimed (warm-up), then `reps` times between two CUDA
 //! events on the GPU's stream; the rate is bytes × reps over the events' time, GB/s
-//! (10^9 B/s). A device-local copy's `gbps` counts each byte once, as copied; the
-//! memory itself moves it twice (read and written), which is what
-//! [`GpuCopies::memory_gbps`] reports (2 × `gbps`, as nvbandwidth's device-local copy
-//! and a GPU's "HBM bandwidth" count it). Waits poll the stream and give up after
-//! [`STAGE_LIMIT`] (never a blocking synchronize: a hung GPU must not hold the rank);
-//! the GPU is then poisoned (its memory deliberately leaked, see `device.rs`).
+//! (10^9 B/s). A device-local copy's `gbps` counts each byte once, as copied (the
+//! figure nvbandwidth's device_local_copy prints); the memory itself moves it twice
+//! (read and written), which is what [`GpuCopies::memory_gbps`] reports (2 × `gbps`,
+//! the figure to hold against a GPU's "HBM bandwidth"). Waits poll the stream and
+//! give up after [`STAGE_LIMIT`] (never a blocking synchronize: a hung GPU must not
+//! hold the rank); the GPU is then poisoned (its memory deliberately leaked, see
+//! `device.rs`).
 //!
 //! Every copy's data is checked: the source holds a pattern, and the destination is
 //! zeroed before the copies and compared with the pattern after them. Host copies are
