@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The tests the coverage check waits for.
-const SCENARIOS: usize = 9;
+const SCENARIOS: usize = 10;
 static FINISHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts a scenario as finished when dropped (passed or failed).
@@ -690,6 +690,145 @@ fn tiers_on_two_simulated_nodes_run_over_nccl_with_p2p_inside_and_sockets_betwee
     );
     assert!(r.stdout.contains("intra-node: P2P/CUMEM"), "{}", r.all());
     assert!(r.stdout.contains("NET/Socket"), "{}", r.all());
+}
+
+/// `burnin gpu` on a four-GPU twin (one node, four ranks) with a short burn and small
+/// copies, its gpu.json in `dir`.
+fn gpu_health(name: &str, dir: &Path, env: &[(&str, &str)]) -> (Run, Value) {
+    let mut all_env = vec![("TWIN_GPUS", "4")];
+    all_env.extend_from_slice(env);
+    let r = on_twin(
+        name,
+        4,
+        &[
+            "gpu",
+            "--burn",
+            "2s",
+            "--copy-bytes",
+            "1M",
+            "--peer-bytes",
+            "1M",
+            "--reps",
+            "3",
+            "--out",
+            s(dir),
+        ],
+        &all_env,
+        Duration::from_secs(120),
+    );
+    let j = json(&dir.join("gpu.json"));
+    (r, j)
+}
+
+/// The verdict line of the criterion whose text starts with `what`.
+fn verdict_of<'a>(r: &'a Run, what: &str) -> &'a str {
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("gpu ") && l.contains(what))
+        .unwrap_or_else(|| panic!("no criterion '{what}': {}", r.all()));
+    ["PASS", "FAIL", "NOT RUN"]
+        .into_iter()
+        .find(|v| line.trim_end().ends_with(v))
+        .unwrap_or_else(|| panic!("no verdict in '{line}'"))
+}
+
+const WRONG: &str = "every copy verified and every burn result right";
+const OUTLIER: &str = "no GPU pair's peer copy far below its node's median pair";
+
+/// The detail line `burnin gpu` prints for criterion `id` ("# gpu.wrong FAIL: ...").
+fn detail<'a>(r: &'a Run, id: &str) -> &'a str {
+    let head = format!("# {id} FAIL: ");
+    r.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(head.as_str()))
+        .unwrap_or_else(|| panic!("no '{head}' line: {}", r.all()))
+}
+
+#[test]
+fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let healthy = dir.path().join("healthy");
+    let (r, j) = gpu_health("gpu-healthy", &healthy, &[]);
+    assert!(r.stdout.contains("H2D GB/s") && r.stdout.contains("memory GB/s"));
+    // The twin's times are not measurements: judged, whatever their verdict.
+    assert_eq!(verdict_of(&r, WRONG), "PASS", "{}", r.all());
+    assert_ne!(verdict_of(&r, OUTLIER), "NOT RUN", "{}", r.all());
+    let gpus = j["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 4, "{j}");
+    for g in gpus {
+        for dir in ["h2d", "d2h", "d2d"] {
+            let c = &g["copies"][dir];
+            assert_eq!(c["bytes"], 1 << 20, "{dir}: {g}");
+            assert_eq!(c["reps"], 3, "{dir}: {g}");
+            assert_eq!(c["verified"], true, "{dir}: {g}");
+            assert!(
+                c["error"].is_null() && c["gbps"].as_f64().unwrap() > 0.0,
+                "{g}"
+            );
+        }
+        let b = &g["burn"];
+        assert_eq!(b["kernel"], "fma-ptx", "{g}");
+        assert!(b["error"].is_null(), "{g}");
+        assert!(b["launches"].as_u64().unwrap() >= 2, "{g}");
+        assert!(b["checked"].as_u64().unwrap() > 32, "{g}");
+        assert_eq!(b["wrong"], 0, "{g}");
+        assert!(b["tflops"].as_f64().unwrap() > 0.0, "{g}");
+        assert!(b["seconds"].as_f64().unwrap() >= 2.0, "{g}");
+    }
+    let pairs = j["nodes"][0]["pairs"].as_array().unwrap();
+    assert_eq!(pairs.len(), 12, "{j}");
+    for p in pairs {
+        assert_eq!(p["peer_access"], true, "{p}");
+        assert_eq!(p["copy"]["verified"], true, "{p}");
+        assert!(p["copy"]["gbps"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    let host = gpus[0]["host"].as_str().unwrap().to_string();
+
+    // GPU1→GPU2 slow (20 ms more per copy), GPU2→GPU0 without peer access.
+    let slow = dir.path().join("slow");
+    let env = [("TWIN_PEER_SLOW", "1>2"), ("TWIN_PEER_DENY", "2>0")];
+    let (r, j) = gpu_health("gpu-slow-pair", &slow, &env);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert_eq!(verdict_of(&r, OUTLIER), "FAIL", "{}", r.all());
+    let d = detail(&r, "gpu.pair_outlier");
+    // Named with its host (a pair the loaded CI machine slowed may be named too).
+    assert!(d.contains(&format!("{host} GPU1→GPU2 at 0.")), "{d}");
+    let pairs = j["nodes"][0]["pairs"].as_array().unwrap();
+    let rate = |p: &Value| p["copy"]["gbps"].as_f64().unwrap();
+    let mut rates: Vec<f64> = pairs.iter().map(rate).collect();
+    rates.sort_by(f64::total_cmp);
+    let slowed = pairs
+        .iter()
+        .find(|p| p["src"] == 1 && p["dst"] == 2)
+        .unwrap();
+    assert!(rate(slowed) < 0.1 * rates[6], "{slowed} against {rates:?}");
+    let denied = pairs
+        .iter()
+        .find(|p| p["src"] == 2 && p["dst"] == 0)
+        .unwrap();
+    assert_eq!(denied["peer_access"], false, "{denied}");
+    assert_eq!(
+        denied["copy"]["verified"], true,
+        "measured without peer access"
+    );
+    assert_eq!(verdict_of(&r, WRONG), "PASS", "{}", r.all());
+
+    // GPU 1's FMA kernel flips one bit of one element per launch.
+    let wrong = dir.path().join("wrong");
+    let (r, j) = gpu_health("gpu-fma-wrong", &wrong, &[("TWIN_FMA_WRONG", "1")]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert_eq!(verdict_of(&r, WRONG), "FAIL", "{}", r.all());
+    let d = detail(&r, "gpu.wrong");
+    assert!(d.starts_with(&format!("{host} GPU 1 computed ")), "{d}");
+    assert!(!d.contains(';'), "only GPU 1: {d}");
+    let gpus = j["gpus"].as_array().unwrap();
+    assert!(gpus[1]["burn"]["wrong"].as_u64().unwrap() >= 1, "{j}");
+    assert!(gpus
+        .iter()
+        .filter(|g| g["gpu"] != 1)
+        .all(|g| g["burn"]["wrong"] == 0));
 }
 
 /// Sum the call counts of every run of this test process, per library and entry point.

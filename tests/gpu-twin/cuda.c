@@ -16,6 +16,14 @@
  *   so burnin never calls it in CI.)
  * - burnin's two PTX kernels run as their host build: kernels.cu compiled here with
  *   BURNIN_KERNEL_HOST, so the loops that ship are the loops CI runs.
+ * - Pinned host memory (cuMemHostAlloc): copies from and into it are asynchronous, as
+ *   on a GPU (no staging, no wait), so a missing stream wait shows.
+ * - Peer access between any two GPUs, with faults: TWIN_PEER_DENY=src>dst,... (no
+ *   peer access for that ordered pair; its cuMemcpyPeerAsync still copies, as the
+ *   driver stages it through the host), TWIN_PEER_SLOW=src>dst,... (that pair's peer
+ *   copies take 20 ms more each, so its events read slow). burnin_fma with
+ *   TWIN_FMA_WRONG=gpu: each launch on that GPU (visible ordinal) flips the lowest bit
+ *   of one element, a different one every launch.
  * - burnin_twin_enqueue / burnin_twin_host_ptr let the NCCL twin queue collectives on
  *   these streams and reach this memory.
  */
@@ -49,11 +57,13 @@ enum {
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -68,7 +78,8 @@ enum {
   X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemGetInfo_v2)                  \
   X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2)                  \
   X(cuMemsetD8Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload)          \
-  X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString)
+  X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString) X(cuMemHostAlloc) X(cuMemFreeHost)   \
+  X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync)
 
 enum {
 #define X(n) I_##n,
@@ -665,6 +676,64 @@ static CUresult mem_free(CUdeviceptr p, const char *api) {
 /* A bad pointer met by queued work: the context is broken from now on. */
 static void fault(void) { g_sticky = CUDA_ERROR_ILLEGAL_ADDRESS; }
 
+/* ---- pinned host memory: the ranges cuMemHostAlloc handed out */
+#define MAX_PINNED 256
+static struct {
+  unsigned char *p;
+  size_t n;
+} g_pinned[MAX_PINNED];
+static pthread_mutex_t g_pin_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether [p, p + n) lies in one pinned allocation. */
+static int is_pinned(const void *p, size_t n) {
+  const unsigned char *c = p;
+  int r = 0;
+  pthread_mutex_lock(&g_pin_mu);
+  for (int i = 0; i < MAX_PINNED && !r; i++)
+    r = g_pinned[i].p && c >= g_pinned[i].p && n <= g_pinned[i].n - (size_t)(c - g_pinned[i].p);
+  pthread_mutex_unlock(&g_pin_mu);
+  return r;
+}
+
+API CUresult cuMemHostAlloc(void **pp, size_t size, unsigned flags) {
+  COUNT(cuMemHostAlloc);
+  CHECK_INIT();
+  if (!pp || !size || flags > 0xf) return CUDA_ERROR_INVALID_VALUE;
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  void *p = NULL;
+  if (posix_memalign(&p, 4096, size) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&g_pin_mu);
+  int i = 0;
+  while (i < MAX_PINNED && g_pinned[i].p) i++;
+  if (i < MAX_PINNED) {
+    g_pinned[i].p = p;
+    g_pinned[i].n = size;
+  }
+  pthread_mutex_unlock(&g_pin_mu);
+  if (i == MAX_PINNED) {
+    free(p);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuMemFreeHost(void *p) {
+  COUNT(cuMemFreeHost);
+  CHECK_INIT();
+  pthread_mutex_lock(&g_pin_mu);
+  int i = 0;
+  while (i < MAX_PINNED && (!p || g_pinned[i].p != p)) i++;
+  if (i < MAX_PINNED) g_pinned[i].p = NULL;
+  pthread_mutex_unlock(&g_pin_mu);
+  if (i == MAX_PINNED) {
+    complain("cuMemFreeHost: %s%#llx is not pinned memory from cuMemHostAlloc", "", (unsigned long long)(uintptr_t)p);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  free(p);
+  return CUDA_SUCCESS;
+}
+
 API CUresult cuMemAlloc_v2(CUdeviceptr *out, size_t size) {
   COUNT(cuMemAlloc_v2);
   CHECK_INIT();
@@ -753,15 +822,19 @@ API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CU
   if (!src || !host_ptr(dst, n, "cuMemcpyHtoDAsync")) return CUDA_ERROR_INVALID_VALUE;
   struct copy *c = new_copy("cuMemcpyHtoDAsync");
   if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
-  /* a pageable source is staged before the call returns, as the driver does */
-  c->staged = malloc(n);
-  if (!c->staged) {
-    free(c);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  memcpy(c->staged, src, n);
   __atomic_add_fetch(&g_htod_bytes, n, __ATOMIC_RELAXED);
-  c->hsrc = c->staged;
+  if (is_pinned(src, n)) {
+    c->hsrc = src; /* pinned: read when the copy runs */
+  } else {
+    /* a pageable source is staged before the call returns, as the driver does */
+    c->staged = malloc(n);
+    if (!c->staged) {
+      free(c);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    memcpy(c->staged, src, n);
+    c->hsrc = c->staged;
+  }
   c->dst = dst;
   c->n = n;
   enqueue(s, do_copy, c);
@@ -781,8 +854,11 @@ API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream
   c->src = src;
   c->n = n;
   __atomic_add_fetch(&g_dtoh_bytes, n, __ATOMIC_RELAXED);
+  int pinned = is_pinned(dst, n);
+  unsigned long long t = enqueue(s, do_copy, c);
+  if (pinned) return CUDA_SUCCESS; /* pinned: asynchronous, as on a GPU */
   /* into pageable memory the call returns once the copy is done */
-  wait_ticket(s, enqueue(s, do_copy, c));
+  wait_ticket(s, t);
   return g_sticky;
 }
 
@@ -818,11 +894,75 @@ API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstrea
   return CUDA_SUCCESS;
 }
 
+/* ------------------------------------------------------------------ peers */
+/* Whether "src>dst" is an item of the comma list in env var `name`. */
+static int pair_listed(const char *name, int src, int dst) {
+  const char *p = getenv(name);
+  while (p && *p) {
+    int a, b, used = 0;
+    if (sscanf(p, "%d>%d%n", &a, &b, &used) != 2) break;
+    if (a == src && b == dst) return 1;
+    p += used;
+    while (*p == ',' || *p == ' ') p++;
+  }
+  return 0;
+}
+
+static unsigned char g_peer_on[TWIN_MAX_GPUS][TWIN_MAX_GPUS];
+
+API CUresult cuDeviceCanAccessPeer(int *can, CUdevice d, CUdevice peer) {
+  COUNT(cuDeviceCanAccessPeer);
+  CHECK_INIT();
+  CHECK_DEV(d);
+  CHECK_DEV(peer);
+  if (!can) return CUDA_ERROR_INVALID_VALUE;
+  *can = d != peer && !pair_listed("TWIN_PEER_DENY", d, peer);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
+  COUNT(cuCtxEnablePeerAccess);
+  CHECK_INIT();
+  if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
+  if (flags) return CUDA_ERROR_INVALID_VALUE;
+  if (!peer || peer < g_ctx || peer >= g_ctx + TWIN_MAX_GPUS || !peer->null_stream) return CUDA_ERROR_INVALID_CONTEXT;
+  int a = t_current->dev, b = peer->dev;
+  if (a == b) return CUDA_ERROR_INVALID_DEVICE;
+  if (pair_listed("TWIN_PEER_DENY", a, b)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+  if (g_peer_on[a][b]) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  g_peer_on[a][b] = 1;
+  return CUDA_SUCCESS;
+}
+
+static void slow_copy(void *p) {
+  do_copy(p);
+  struct timespec t = {0, 20 * 1000 * 1000};
+  nanosleep(&t, NULL);
+}
+
+API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
+                               CUstream h) {
+  COUNT(cuMemcpyPeerAsync);
+  CHECK_INIT();
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (!dctx || !sctx || !dctx->null_stream || !sctx->null_stream) return CUDA_ERROR_INVALID_CONTEXT;
+  if (n == 0) return CUDA_SUCCESS;
+  if (!host_ptr(dst, n, "cuMemcpyPeerAsync") || !host_ptr(src, n, "cuMemcpyPeerAsync")) return CUDA_ERROR_INVALID_VALUE;
+  struct copy *c = new_copy("cuMemcpyPeerAsync");
+  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  c->dst = dst;
+  c->src = src;
+  c->n = n;
+  enqueue(s, pair_listed("TWIN_PEER_SLOW", sctx->dev, dctx->dev) ? slow_copy : do_copy, c);
+  return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ modules */
 struct twin_module {
   int unloaded;
 };
-enum { FN_FILL, FN_CHECK };
+enum { FN_FILL, FN_CHECK, FN_FMA };
 struct twin_fn {
   int which;
   struct twin_module *m;
@@ -837,7 +977,8 @@ API CUresult cuModuleLoadData(CUmodule *out, const void *image) {
   /* burnin ships PTX text with its two kernels; anything else is not an image the
    * twin can run (it has no JIT: it runs the host build of kernels.cu). */
   if (!strstr(ptx, ".version") || !strstr(ptx, ".target") ||
-      !strstr(ptx, ".entry burnin_fill(") || !strstr(ptx, ".entry burnin_check("))
+      !strstr(ptx, ".entry burnin_fill(") || !strstr(ptx, ".entry burnin_check(") ||
+      !strstr(ptx, ".entry burnin_fma("))
     return CUDA_ERROR_INVALID_IMAGE;
   struct twin_module *m = calloc(1, sizeof *m);
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -853,6 +994,7 @@ API CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name) 
   int which;
   if (!strcmp(name, "burnin_fill")) which = FN_FILL;
   else if (!strcmp(name, "burnin_check")) which = FN_CHECK;
+  else if (!strcmp(name, "burnin_fma")) which = FN_FMA;
   else return CUDA_ERROR_NOT_FOUND;
   struct twin_fn *f = calloc(1, sizeof *f);
   if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -874,6 +1016,8 @@ struct launch {
   int which;
   unsigned long long a[8];
   unsigned dtype;
+  float fa, fb;
+  long long corrupt; /* burnin_fma: the element TWIN_FMA_WRONG flips, or -1 */
 };
 
 static size_t dtype_size(unsigned d) {
@@ -883,7 +1027,20 @@ static size_t dtype_size(unsigned d) {
 
 static void run_kernel(void *p) {
   struct launch *l = p;
-  if (l->which == FN_FILL) {
+  if (l->which == FN_FMA) {
+    float *out = (float *)host_ptr(l->a[0], l->a[1] * 4, "burnin_fma");
+    if (out) {
+      burnin_fma(out, l->a[1], l->a[2], l->fa, l->fb);
+      if (l->corrupt >= 0) {
+        unsigned u;
+        memcpy(&u, &out[l->corrupt], 4);
+        u ^= 1;
+        memcpy(&out[l->corrupt], &u, 4);
+      }
+    } else {
+      fault();
+    }
+  } else if (l->which == FN_FILL) {
     unsigned long long es = l->a[1], len = l->a[2], period = l->a[4], phase = l->a[5];
     unsigned char *dst = host_ptr(l->a[0], len * es, "burnin_fill");
     unsigned char *table = host_ptr(l->a[3], period * es, "burnin_fill");
@@ -913,8 +1070,20 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   struct launch *l = calloc(1, sizeof *l);
   if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
   l->which = f->which;
+  l->corrupt = -1;
   /* the parameters are copied at launch, as the driver does */
-  if (f->which == FN_FILL) {
+  if (f->which == FN_FMA) {
+    for (int i = 0; i < 3; i++) l->a[i] = *(unsigned long long *)params[i];
+    l->fa = *(float *)params[3];
+    l->fb = *(float *)params[4];
+    if (!l->a[1] || !host_ptr(l->a[0], l->a[1] * 4, "burnin_fma")) {
+      free(l);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    static unsigned long long launches[TWIN_MAX_GPUS];
+    unsigned long long k = __atomic_add_fetch(&launches[s->dev], 1, __ATOMIC_RELAXED);
+    if (twin_env_long("TWIN_FMA_WRONG", -1) == s->dev) l->corrupt = (long long)((k * 7919ULL) % l->a[1]);
+  } else if (f->which == FN_FILL) {
     for (int i = 0; i < 6; i++) l->a[i] = *(unsigned long long *)params[i];
     unsigned long long es = l->a[1];
     if ((es != 1 && es != 2 && es != 4 && es != 8) || !l->a[4] || !host_ptr(l->a[0], l->a[2] * es, "burnin_fill") ||
@@ -946,6 +1115,8 @@ static const char *err_name(CUresult e) {
     case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
     case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
     case CUDA_ERROR_INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: return "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED";
+    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: return "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED";
     case CUDA_ERROR_INVALID_CONTEXT: return "CUDA_ERROR_INVALID_CONTEXT";
     case CUDA_ERROR_INVALID_HANDLE: return "CUDA_ERROR_INVALID_HANDLE";
     case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
@@ -974,6 +1145,8 @@ API CUresult cuGetErrorString(CUresult e, const char **out) {
     case CUDA_ERROR_NO_DEVICE: *out = "no CUDA-capable device is detected (burnin-twin)"; break;
     case CUDA_ERROR_INVALID_DEVICE: *out = "invalid device ordinal (burnin-twin)"; break;
     case CUDA_ERROR_INVALID_IMAGE: *out = "device kernel image is invalid (burnin-twin)"; break;
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: *out = "peer access is not supported between these two devices (burnin-twin)"; break;
+    case CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED: *out = "peer access is already enabled (burnin-twin)"; break;
     case CUDA_ERROR_INVALID_CONTEXT: *out = "invalid device context (burnin-twin)"; break;
     case CUDA_ERROR_INVALID_HANDLE: *out = "invalid resource handle (burnin-twin)"; break;
     case CUDA_ERROR_NOT_FOUND: *out = "named symbol not found (burnin-twin)"; break;

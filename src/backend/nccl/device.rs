@@ -79,6 +79,16 @@ impl Device {
             .map_err(|e| cuda_error("binding the CUDA context", e))
     }
 
+    /// The context, as the raw handle the driver takes (peer access and copies).
+    pub fn raw_ctx(&self) -> sys::CUcontext {
+        self.ctx.cu_ctx()
+    }
+
+    /// The driver's device handle.
+    pub fn raw_device(&self) -> sys::CUdevice {
+        self.ctx.cu_device()
+    }
+
     /// The stream, as the raw handle NCCL and the driver take.
     pub fn raw_stream(&self) -> sys::CUstream {
         self.stream.cu_stream()

@@ -1,5 +1,6 @@
-// burnin's two GPU kernels: fill a buffer with a periodic table, and count the
-// elements that differ from one (src/collective/pattern.rs explains the tables).
+// burnin's GPU kernels: fill a buffer with a periodic table, count the elements that
+// differ from one (src/collective/pattern.rs explains the tables), and the health
+// burn's chains of fused multiply-adds (src/health/burn.rs).
 //
 // The binary embeds the PTX that `launch/ptx` makes from this file with clang (no
 // CUDA toolkit: no headers, no libdevice), for sm_52 so that every driver's JIT
@@ -23,6 +24,7 @@ typedef unsigned char u8;
 #define THREAD_COUNT ((u64)__nvvm_read_ptx_sreg_nctaid_x() * (u64)__nvvm_read_ptx_sreg_ntid_x())
 #define ATOMIC_ADD(p, v) ((u64)__nvvm_atom_add_gen_ll((long long *)(p), (long long)(v)))
 #define ATOMIC_MIN(p, v) __nvvm_atom_min_gen_ull((p), (v))
+#define FMAF(x, a, b) __builtin_fmaf((x), (a), (b))
 DEVICE float half_to_float(u16 h) {
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -44,6 +46,7 @@ DEVICE void atomic_min_host(u64 *p, u64 v) {
 }
 #define ATOMIC_ADD(p, v) atomic_add_host((p), (v))
 #define ATOMIC_MIN(p, v) atomic_min_host((p), (v))
+#define FMAF(x, a, b) __builtin_fmaf((x), (a), (b))
 DEVICE float half_to_float(u16 h) {
   u32 sign = (u32)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
   if (exp == 0x1f) {
@@ -138,5 +141,27 @@ KERNEL void burnin_check(const u8 *buf, u32 dtype, u64 len, const double *want_t
     }
     k += step;
     if (k >= period) k -= period;
+  }
+}
+
+// The burn: element i starts at 0.5 + (i % 1024) / 1024 and goes through `iters`
+// steps x = fma(x, a, b) (one rounding each, as the host's f32::mul_add), so any
+// element's result can be recomputed on the host bit for bit. A thread carries
+// FMA_CHAINS independent chains (elements i, i + stride, ...) so the FMA units are
+// not left waiting on one chain's latency.
+#define FMA_CHAINS 4
+DEVICE float fma_start(u64 i) { return 0.5f + (float)(i & 1023) * (1.0f / 1024.0f); }
+
+KERNEL void burnin_fma(float *out, u64 len, u64 iters, float a, float b) {
+  u64 t = THREAD_INDEX, stride = THREAD_COUNT;
+  for (u64 base = t; base < len; base += stride * FMA_CHAINS) {
+    float x[FMA_CHAINS];
+    for (int c = 0; c < FMA_CHAINS; c++) x[c] = fma_start(base + (u64)c * stride);
+    for (u64 k = 0; k < iters; k++)
+      for (int c = 0; c < FMA_CHAINS; c++) x[c] = FMAF(x[c], a, b);
+    for (int c = 0; c < FMA_CHAINS; c++) {
+      u64 i = base + (u64)c * stride;
+      if (i < len) out[i] = x[c];
+    }
   }
 }

@@ -40,11 +40,12 @@ fn grid(len: u64) -> u32 {
     len.div_ceil(u64::from(BLOCK)).clamp(1, MAX_BLOCKS) as u32
 }
 
-/// The loaded module and its two functions on one GPU's context.
+/// The loaded module and its functions on one GPU's context.
 pub struct Kernels {
     module: sys::CUmodule,
     fill: sys::CUfunction,
     check: sys::CUfunction,
+    fma: sys::CUfunction,
 }
 
 impl Kernels {
@@ -66,12 +67,15 @@ impl Kernels {
             unsafe { result::module::get_function(module, c) }
                 .map_err(|e| what(&format!("finding {name} in"), e))
         };
-        let fns = get("burnin_fill").and_then(|f| Ok((f, get("burnin_check")?)));
+        let fns = get("burnin_fill")
+            .and_then(|f| Ok((f, get("burnin_check")?)))
+            .and_then(|(f, c)| Ok((f, c, get("burnin_fma")?)));
         match fns {
-            Ok((fill, check)) => Ok(Kernels {
+            Ok((fill, check, fma)) => Ok(Kernels {
                 module,
                 fill,
                 check,
+                fma,
             }),
             Err(e) => {
                 // SAFETY: loaded above, unloaded once, never used again.
@@ -250,6 +254,50 @@ pub unsafe fn check(
     Ok(())
 }
 
+/// Elements of `out` [`fma`] writes per thread (`FMA_CHAINS` in kernels.cu).
+pub const FMA_CHAINS: u64 = 4;
+
+/// Queue one burnin_fma launch on `stream`: `len` f32 results at `out`, each
+/// `iters` steps of x = fma(x, a, b) from its start value, on `blocks` × [`BLOCK`]
+/// threads.
+///
+/// # Safety
+/// `out` must hold `len` f32 on this context's GPU, alive until the stream has run it.
+pub unsafe fn fma(
+    k: &Kernels,
+    stream: sys::CUstream,
+    out: sys::CUdeviceptr,
+    len: u64,
+    iters: u64,
+    (a, b): (f32, f32),
+    blocks: u32,
+) -> Result<()> {
+    let (mut a_out, mut a_len, mut a_iters, mut a_a, mut a_b) = (out, len, iters, a, b);
+    let mut params: [*mut c_void; 5] = [
+        (&mut a_out as *mut u64).cast(),
+        (&mut a_len as *mut u64).cast(),
+        (&mut a_iters as *mut u64).cast(),
+        (&mut a_a as *mut f32).cast(),
+        (&mut a_b as *mut f32).cast(),
+    ];
+    // SAFETY: burnin_fma's parameters are (ptr, u64, u64, f32, f32), matched one for
+    // one by live locals above; the driver copies them at launch.
+    unsafe {
+        result::launch_kernel(
+            k.fma,
+            (blocks.max(1), 1, 1),
+            (BLOCK, 1, 1),
+            0,
+            stream,
+            &mut params,
+        )
+    }
+    .map_err(|e| cuda_error("launching burnin_fma", e))
+}
+
+/// Threads per block of every launch.
+pub const BLOCK_THREADS: u32 = BLOCK;
+
 /// Bounds of a pattern against a buffer of `bytes` bytes (the kernels do not check).
 pub fn check_bounds(pat: &Pattern, bytes: usize) -> Result<()> {
     pattern::check_bounds(pat, bytes / pat.params.dtype.size())
@@ -275,7 +323,7 @@ mod tests {
             first.contains(&format!("sha256 {hash}")),
             "kernels.ptx is stale (its first line: {first}); run launch/ptx"
         );
-        for entry in ["burnin_fill", "burnin_check"] {
+        for entry in ["burnin_fill", "burnin_check", "burnin_fma"] {
             assert!(
                 PTX.contains(&format!(".visible .entry {entry}(")),
                 "{entry}"
@@ -293,6 +341,19 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(i, p)| i == 1 || p.contains(".u64")));
+        // burnin_fma's is what `fma` passes: (u64, u64, u64, f32, f32).
+        let f = &PTX[PTX.find(".entry burnin_fma(").unwrap()..];
+        let params: Vec<&str> = f[..f.find(')').unwrap()]
+            .lines()
+            .filter(|l| l.contains(".param"))
+            .collect();
+        assert_eq!(params.len(), 5, "{params:?}");
+        assert!(params[..3].iter().all(|p| p.contains(".u64")), "{params:?}");
+        assert!(params[3..].iter().all(|p| p.contains(".f32")), "{params:?}");
+        assert!(
+            f.contains("fma.rn.f32"),
+            "burnin_fma must use fused multiply-adds"
+        );
     }
 
     /// NVIDIA's assembler of CUDA 12.0 (the oldest driver burnin supports) accepts
