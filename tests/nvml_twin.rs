@@ -1,7 +1,8 @@
 //! `burnin gpu`'s NVML half on the GPU twin (tests/gpu-twin): the real binary under the
 //! real mpirun, two ranks on a two-GPU twin, with the twin's NVML healthy or faulted by
 //! `TWIN_NVML_HEALTH`. What is checked is the judging of what NVML says (throttle
-//! reasons, PCIe link, error counters, XID events), never a timing.
+//! reasons, PCIe link, error counters, XID events), never a timing: the pair-outlier
+//! criterion, judged on the twin's copy times, may go either way.
 mod common;
 
 use common::*;
@@ -111,6 +112,22 @@ fn row<'a>(r: &'a Run, what: &str) -> &'a str {
 const THROTTLE: &str = "share of the burn a GPU spent throttled";
 const PCIE: &str = "every GPU's PCIe link under load";
 const ERRORS: &str = "no new uncorrected ECC error";
+/// The one criterion judged on the twin's copy times, which are the loaded machine's
+/// memcpy and thread wake-ups, not measurements: it may fail on a healthy twin.
+const OUTLIER: &str = "no GPU pair's peer copy far below its node's median pair";
+
+/// Every criterion but the timing one PASSed, and the exit code follows the timing
+/// one: 0 when it passed too, 1 when only it failed.
+fn passes_but_for_timing(r: &Run) {
+    let rows: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with("gpu ")).collect();
+    assert!(rows.len() >= 5, "{}", r.all());
+    for l in rows.iter().filter(|l| !l.contains(OUTLIER)) {
+        assert!(l.trim_end().ends_with("PASS"), "{l}: {}", r.all());
+    }
+    let timing_passed = row(r, OUTLIER).trim_end().ends_with("PASS");
+    let code = if timing_passed { 0 } else { 1 };
+    assert_eq!(r.code, Some(code), "{}", r.all());
+}
 
 /// The run failed (exit 1) and printed `line` (a criterion's detail line).
 fn fails_with(r: &GpuRun, line: &str) {
@@ -125,7 +142,7 @@ fn fails_with(r: &GpuRun, line: &str) {
 #[test]
 fn a_healthy_twin_passes_throttle_pcie_and_errors_and_calls_every_health_entry_point() {
     let r = gpu_run("");
-    assert_eq!(r.run.code, Some(0), "{}", r.run.all());
+    passes_but_for_timing(&r.run);
     for what in [THROTTLE, PCIE, ERRORS] {
         assert!(row(&r.run, what).ends_with("PASS"), "{}", r.run.all());
     }
@@ -208,7 +225,7 @@ fn an_xid_fails_naming_the_gpu_and_its_host() {
 #[test]
 fn a_driver_without_events_passes_but_says_xids_were_not_watched() {
     let r = gpu_run("gpu=all:events=unsupported");
-    assert_eq!(r.run.code, Some(0), "{}", r.run.all());
+    passes_but_for_timing(&r.run);
     assert!(
         row(&r.run, ERRORS).contains("XIDs listened to on 0 of 2 GPUs"),
         "{}",
