@@ -25,6 +25,7 @@
 //! `card.toml` (the card as given), one sub-folder per job with its own JSON and its
 //! `stdout.log`/`stderr.log`, then `report.md` and `report.html`.
 use crate::card::{split_launch, Card, PHASES};
+use crate::config::GlobalArgs;
 use crate::error::Outcome;
 use crate::process::{self, Launcher};
 use crate::progress::Live;
@@ -144,9 +145,38 @@ struct Runner {
     global: Vec<String>,
     quiet: bool,
     record: AcceptanceRecord,
+    /// `--metrics-every` when `--metrics-file` is written: each job then writes its
+    /// own file in `OUT/metrics/`, copied into ours while it runs.
+    metrics_every: Option<f64>,
 }
 
 impl Runner {
+    /// `argv` with `--metrics-file OUT/metrics/<name>.prom` after the burnin binary
+    /// (global flags go before the command), when metrics are written; that file is
+    /// merged into ours from now on.
+    fn with_metrics(&self, name: &str, mut argv: Vec<String>) -> Result<Vec<String>> {
+        let Some(every) = self.metrics_every else {
+            return Ok(argv);
+        };
+        let dir = self.out.join("metrics");
+        create_out_dir(&dir, "--metrics-file")?;
+        let file = dir.join(format!("{name}.prom"));
+        let _ = std::fs::remove_file(&file);
+        if let Some(i) = argv.iter().position(|a| *a == self.burnin) {
+            let flags = [
+                "--metrics-file".to_string(),
+                path_text(&file),
+                "--metrics-every".to_string(),
+                format!("{every}"),
+            ];
+            argv.splice(i + 1..i + 1, flags);
+            crate::metrics::merge(Some(file));
+        }
+        crate::metrics::phase(name);
+        crate::metrics::flush();
+        Ok(argv)
+    }
+
     fn save(&self) -> Result<()> {
         write_json_atomic(&self.out.join("acceptance.json"), &self.record)
     }
@@ -195,6 +225,7 @@ impl Runner {
         timeout_s: f64,
     ) -> Result<JobStatus> {
         let dir = self.job_dir(name)?;
+        let argv = self.with_metrics(name, argv)?;
         println!(
             "== {name}: {}",
             shlex::try_join(argv.iter().map(String::as_str)).unwrap_or_default()
@@ -249,6 +280,13 @@ impl Runner {
             }
         }
         let status = rec.status;
+        crate::metrics::count(
+            "burnin_acceptance_jobs_total",
+            "Acceptance jobs ended, by phase and status.",
+            &[("phase", phase), ("status", status_name(status).as_str())],
+            1.0,
+        );
+        crate::metrics::flush();
         println!(
             "== {name}: {} in {:.1} s",
             rec.describe(),
@@ -257,6 +295,14 @@ impl Runner {
         self.save()?;
         Ok(status)
     }
+}
+
+/// A job status as acceptance.json spells it ("passed", "timed_out", ...).
+fn status_name(s: JobStatus) -> String {
+    serde_json::to_value(s)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
 }
 
 /// Whether job `name` wrote, since `since`, the record its phase writes last (probe's
@@ -532,10 +578,10 @@ fn chaos_argv(card: &Card, burnin: &str, launch: &[String], dir: &Path) -> Vec<S
 }
 
 /// `burnin run`.
-pub fn run(args: &RunArgs) -> Result<Outcome> {
+pub fn run(args: &RunArgs, global: &GlobalArgs) -> Result<Outcome> {
     let card = Card::load(&args.card)?;
     let plan = Plan::new(args, &card)?;
-    let mut r = Runner::new(args, &card, &plan)?;
+    let mut r = Runner::new(args, global, &card, &plan)?;
     r.save()?;
     process::catch_stop();
     println!(
@@ -611,7 +657,7 @@ impl Plan {
 impl Runner {
     /// This burnin, the card's global flags, a copy of the card in the folder, and the
     /// record with no job yet.
-    fn new(args: &RunArgs, card: &Card, plan: &Plan) -> Result<Runner> {
+    fn new(args: &RunArgs, gargs: &GlobalArgs, card: &Card, plan: &Plan) -> Result<Runner> {
         let burnin = std::env::current_exe()
             .context("cannot find this burnin binary")?
             .display()
@@ -652,6 +698,7 @@ impl Runner {
             global,
             quiet: args.quiet,
             record,
+            metrics_every: crate::metrics::enabled().then_some(gargs.metrics_every),
         })
     }
 }
@@ -717,6 +764,13 @@ fn finish(r: &mut Runner, interrupted: bool) -> Result<Outcome> {
     r.record.comm_efficiency = data.comm_efficiency();
     r.record.outcome = Some(if pass { "pass" } else { "fail" }.into());
     r.save()?;
+    crate::metrics::phase("verdict");
+    crate::metrics::gauge(
+        "burnin_acceptance_passed",
+        "1 when every criterion of the card passed, 0 when one did not (set at the end).",
+        &[],
+        if pass { 1.0 } else { 0.0 },
+    );
     crate::report::render_dir(&out, &out)?;
     println!();
     print!("{}", crate::report::verdict_text(&criteria));

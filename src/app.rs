@@ -41,10 +41,17 @@ pub fn run_mpi(
     interrupt::set_rank(world.rank);
     let who = world.describe_rank(world.rank);
     let dog = Watchdog::start(who.clone(), world.thread_multiple);
+    let mut metrics = None;
     let result = serde_json::to_value(cli)
         .map_err(anyhow::Error::from)
         .and_then(|cfg| world.agree_on_config(&cfg))
-        .and_then(|_| workload(&world, dog));
+        .and_then(|_| start_metrics(&world, cli))
+        .and_then(|m| {
+            metrics = m;
+            workload(&world, dog)
+        });
+    crate::metrics::phase("done");
+    drop(metrics); // the last rewrite, before the exit code is known to anyone
     match result {
         Ok(outcome) => outcome.exit_code(),
         Err(e) if e.downcast_ref::<Agreed>().is_some() => {
@@ -62,6 +69,45 @@ pub fn run_mpi(
             EXIT_ERROR
         }
     }
+}
+
+/// The command's name as `burnin_info{command=...}` says it.
+pub fn command_name(c: &Command) -> &'static str {
+    match c {
+        Command::Probe(_) => "probe",
+        Command::Sweep(_) => "sweep",
+        Command::Train(_) => "train",
+        Command::Chaos(_) => "chaos",
+        Command::Smoke(_) => "smoke",
+        Command::Gpu(_) => "gpu",
+        Command::Evidence(_) => "evidence",
+        Command::Run(_) => "run",
+        Command::Report(_) => "report",
+        Command::Compare(_) => "compare",
+    }
+}
+
+/// `--metrics-file` on rank 0; every rank learns whether it could be written (an
+/// agreed error naming the flag, before anything is measured).
+fn start_metrics(world: &World, cli: &Cli) -> anyhow::Result<Option<crate::metrics::Writer>> {
+    if cli.global.metrics_file.is_none() {
+        return Ok(None);
+    }
+    let mut writer = None;
+    let mut problem: Option<String> = None;
+    if world.rank == 0 {
+        let name = command_name(&cli.command);
+        match cli.global.start_metrics("burnin", name, 0, world.size) {
+            Ok(w) => writer = w,
+            Err(e) => problem = Some(format!("{e:#}")),
+        }
+        crate::metrics::phase(name);
+    }
+    let problem: Option<String> = world.broadcast_json(Some(&problem))?;
+    if let Some(p) = problem {
+        anyhow::bail!(Agreed(p));
+    }
+    Ok(writer)
 }
 
 /// Clap's parse of this process's arguments, or the exit code after clap printed why

@@ -22,6 +22,23 @@ pub struct GlobalArgs {
     /// (max(3 s, 10 x p99), 60 s at start-up).
     #[arg(short = 'T', long = "timeout", global = true, value_name = "SECS")]
     pub timeout: Option<f64>,
+    /// Live metrics for the cluster's monitoring: a Prometheus text-format file
+    /// (node_exporter's textfile collector), rewritten whole every --metrics-every by
+    /// rank 0 (by the launch host's process for run and chaos). No socket is opened.
+    #[arg(long, global = true, value_name = "PATH")]
+    pub metrics_file: Option<PathBuf>,
+    /// How often --metrics-file is rewritten: seconds, or with a unit (5s, 1m).
+    #[arg(long, global = true, value_name = "TIME", default_value = "5s", value_parser = parse_every)]
+    pub metrics_every: f64,
+}
+
+/// `--metrics-every`: a duration of at least 0.1 s.
+fn parse_every(text: &str) -> Result<f64, String> {
+    let s = crate::units::parse_seconds(text)?;
+    if s < 0.1 {
+        return Err(format!("'{text}' is shorter than 0.1 s"));
+    }
+    Ok(s)
 }
 
 /// The deadline when `-T` is not given (probe, sweep).
@@ -31,6 +48,30 @@ impl GlobalArgs {
     /// `-T`, or the default deadline.
     pub fn timeout_secs(&self) -> f64 {
         self.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)
+    }
+
+    /// Start `--metrics-file`'s writer here, when given: `command` and this host
+    /// label its `burnin_info`, `namespace` prefixes its own families.
+    pub fn start_metrics(
+        &self,
+        namespace: &'static str,
+        command: &str,
+        rank: usize,
+        ranks: usize,
+    ) -> anyhow::Result<Option<crate::metrics::Writer>> {
+        let Some(path) = &self.metrics_file else {
+            return Ok(None);
+        };
+        let host = crate::metrics::hostname();
+        let (rank, ranks) = (rank.to_string(), ranks.to_string());
+        let info = [
+            ("command", command),
+            ("host", host.as_str()),
+            ("rank", rank.as_str()),
+            ("ranks", ranks.as_str()),
+        ];
+        let every = Duration::from_secs_f64(self.metrics_every);
+        crate::metrics::start(path, every, namespace, &info).map(Some)
     }
 }
 

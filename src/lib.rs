@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod health;
 pub mod interrupt;
 pub mod kinds;
+pub mod metrics;
 pub mod mpi_log;
 pub mod nccl_log;
 pub mod probe;

@@ -23,7 +23,9 @@ fn main() -> ExitCode {
 /// supervisor and the exporters. None for the MPI workloads.
 fn host_command(cli: &Cli) -> Option<i32> {
     let result = match &cli.command {
-        Command::Run(args) => acceptance::run(args),
+        Command::Run(args) => with_metrics(cli, "burnin_acceptance", || {
+            acceptance::run(args, &cli.global)
+        }),
         Command::Report(args) => report::run_report(args),
         Command::Compare(args) => {
             report::compare::run(&args.a, &args.b, args.out.as_deref()).map(|_| Outcome::Pass)
@@ -37,6 +39,19 @@ fn host_command(cli: &Cli) -> Option<i32> {
             EXIT_ERROR
         }
     })
+}
+
+/// `f` with `--metrics-file` written by this process (the launch host's), when given.
+fn with_metrics(
+    cli: &Cli,
+    namespace: &'static str,
+    f: impl FnOnce() -> anyhow::Result<Outcome>,
+) -> anyhow::Result<Outcome> {
+    let name = app::command_name(&cli.command);
+    let _writer = cli.global.start_metrics(namespace, name, 0, 1)?;
+    let result = f();
+    burnin::metrics::phase("done");
+    result
 }
 
 fn run(cli: Cli) -> i32 {
@@ -58,7 +73,7 @@ fn run(cli: Cli) -> i32 {
     match &cli.command {
         Command::Chaos(args) => {
             // The supervisor runs the launcher itself: no MPI here.
-            match chaos::supervisor::run(args) {
+            match with_metrics(&cli, "burnin", || chaos::supervisor::run(args)) {
                 Ok(outcome) => outcome.exit_code(),
                 Err(e) => {
                     eprintln!("Error: {e:#}");

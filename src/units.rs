@@ -130,6 +130,23 @@ impl fmt::Display for GBps {
     }
 }
 
+/// "60", "60s", "2m", "1h" as seconds.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (num, mult) = match t.char_indices().last() {
+        Some((i, 's')) => (&t[..i], 1.0),
+        Some((i, 'm')) => (&t[..i], 60.0),
+        Some((i, 'h')) => (&t[..i], 3600.0),
+        _ => (t, 1.0),
+    };
+    match num.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v * mult),
+        _ => Err(format!(
+            "'{text}' is not a duration (seconds, or 90s, 2m, 1h)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -142,6 +142,13 @@ pub fn run(a: &ChaosArgs) -> Result<Outcome> {
         outcome: "fail".into(),
     };
     write_report(&report_path, &mut rep)?;
+    crate::metrics::phase("chaos reference");
+    crate::metrics::gauge(
+        "burnin_chaos_trials_planned",
+        "Chaos trials this run plans.",
+        &[],
+        st.trials as f64,
+    );
     let reference = reference(&st)?;
     let ref_losses = losses(&read_json(&reference.dir.join("run").join("run.json"))?);
     rep.reference = Some(reference.clone());
@@ -154,11 +161,14 @@ pub fn run(a: &ChaosArgs) -> Result<Outcome> {
             reference: &reference,
             losses: &ref_losses,
         };
+        crate::metrics::phase(&format!("chaos trial {}/{}", n + 1, st.trials));
         let live = Live::start(format!("chaos: trial {}/{}", n + 1, st.trials));
         let t = trial::run(&st, &base, n, &live)?;
         live.finish();
         println!("{}", report::trial_line(&t, st.trials));
         trials_file.append(&t)?;
+        crate::metrics::chaos_trial(&t);
+        crate::metrics::flush();
         rep.trials.push(t);
         write_report(&report_path, &mut rep)?;
     }

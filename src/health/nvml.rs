@@ -320,7 +320,10 @@ pub fn watch<T>(period: Duration, stage: &Stage, work: impl FnOnce() -> T) -> Wa
         let sampler = s.spawn(|| {
             let mut out = Vec::new();
             while !stop.load(Ordering::SeqCst) {
-                out.push(gpu.sample(stage.t0.elapsed().as_secs_f64(), stage.get()));
+                let x = gpu.sample(stage.t0.elapsed().as_secs_f64(), stage.get());
+                let held = x.reasons.map(|r| r & THROTTLE_MASK != 0);
+                crate::metrics::gpu_sample(gpu.index, &x, held);
+                out.push(x);
                 let next = Instant::now() + period;
                 while Instant::now() < next && !stop.load(Ordering::SeqCst) {
                     std::thread::sleep(Duration::from_millis(25));

@@ -120,6 +120,12 @@ pub struct Point {
     /// decisions.
     #[serde(default)]
     pub in_calls_s: f64,
+    /// Soak pass (`--duration`) the point belongs to; 0 is the first (or only) pass.
+    #[serde(default)]
+    pub pass: u32,
+    /// When the point's result was known (Unix seconds, on the rank that made it).
+    #[serde(default)]
+    pub unix: f64,
 }
 
 /// The whole sweep's results (run.json).
@@ -146,6 +152,10 @@ pub struct SweepReport {
     /// What `--find-slow`'s bisection search found (absent without the flag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub find_slow: Option<FindSlow>,
+    /// `--duration`'s soak: each series over the passes, drift, corruption (absent
+    /// without the flag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub soak: Option<Soak>,
     /// nccl-tests' footer: average busbw over the world tier's points (GB/s).
     pub avg_busbw_gbps: f64,
     /// Wrong elements over all points, a count (0 when unchecked).
@@ -200,4 +210,97 @@ impl FindSlow {
     pub fn clean(&self) -> bool {
         self.slow_nodes.is_empty() && self.slow_links.is_empty() && self.unresolved.is_empty()
     }
+}
+
+/// `--duration`: the soak over every pass of the planned tiers and sizes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Soak {
+    /// The duration asked for, seconds.
+    pub duration_s: f64,
+    /// From the first pass's start to the last one's end, seconds.
+    pub elapsed_s: f64,
+    /// Passes run (every planned tier and size, each).
+    pub passes: u32,
+    /// `--max-drift`: a series fails when its last passes' busbw fall below this
+    /// fraction of its first passes'.
+    pub max_drift: f64,
+    /// `--max-pass-cv`: a series fails when the coefficient of variation of its busbw
+    /// over the passes is above this (None: not judged).
+    pub max_pass_cv: Option<f64>,
+    /// Passes averaged at each end for the drift (a quarter of them, at least 1).
+    pub window_passes: u32,
+    /// Per tier, group, collective, type, op and placement, at the largest size.
+    pub series: Vec<SoakSeries>,
+    /// Every point with a wrong element, in time order.
+    pub wrong: Vec<WrongSeen>,
+    /// Hosts in every drifting group (none when the drifting groups share no proper
+    /// subset of the job's hosts).
+    pub suspects: Vec<String>,
+    /// No series drifted or varied past its bound and no element was wrong.
+    pub pass: bool,
+}
+
+/// One series of a soak: the same measurement, pass after pass.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct SoakSeries {
+    /// Its tier.
+    pub tier: TierKind,
+    /// Its group's name ("world", "node0+node2", ...).
+    pub label: String,
+    /// The group's hosts.
+    pub hosts: Vec<String>,
+    /// The collective.
+    pub collective: CollKind,
+    /// Its element type.
+    pub dtype: Dtype,
+    /// Its reduction op, if it reduces.
+    pub op: Option<RedOp>,
+    /// Output buffer = input buffer.
+    pub in_place: bool,
+    /// The size (the plan's largest).
+    pub bytes: u64,
+    /// busbw of each pass (GB/s), in pass order.
+    pub busbw_gbps: Vec<f64>,
+    /// When each pass's point was measured (Unix seconds).
+    pub unix: Vec<f64>,
+    /// Mean busbw of the first window of passes (GB/s).
+    pub first_gbps: f64,
+    /// Mean busbw of the last window of passes (GB/s).
+    pub last_gbps: f64,
+    /// last_gbps / first_gbps.
+    pub drift: f64,
+    /// Least-squares slope of busbw over time, GB/s per hour.
+    pub slope_gbps_per_hour: f64,
+    /// Standard deviation over mean of the passes' busbw.
+    pub pass_cv: f64,
+    /// p99 / p50 of the passes' median times.
+    pub pass_time_p99_over_p50: f64,
+    /// When busbw first fell below max_drift × first_gbps and stayed below on
+    /// average (Unix seconds; None: it did not).
+    pub began_unix: Option<f64>,
+    /// drift < max_drift.
+    pub drifted: bool,
+    /// pass_cv > max_pass_cv.
+    pub too_variable: bool,
+}
+
+/// A point of a soak with wrong elements: when, where, what.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WrongSeen {
+    /// When it was measured (Unix seconds).
+    pub unix: f64,
+    /// Its pass.
+    pub pass: u32,
+    /// Its tier.
+    pub tier: TierKind,
+    /// Its group's name.
+    pub label: String,
+    /// The collective.
+    pub collective: CollKind,
+    /// The size.
+    pub bytes: u64,
+    /// Wrong elements, all ranks.
+    pub wrong: u64,
+    /// World rank, its host, and the first wrong index, per rank that saw one.
+    pub ranks: Vec<(usize, String, usize)>,
 }

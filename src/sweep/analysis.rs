@@ -389,6 +389,8 @@ pub fn judged_point(
         wrong_ranks: vec![],
         wall_s: 0.0,
         in_calls_s: 0.0,
+        pass: 0,
+        unix: 0.0,
     }
 }
 

@@ -91,6 +91,19 @@ pub struct SweepArgs {
     /// last suspects — about log2(n) rounds instead of the pairs tier's n−1.
     #[arg(long)]
     pub find_slow: bool,
+    /// Soak: repeat the planned tiers and sizes until this much time has passed
+    /// (seconds, or 90s, 30m, 2h); every pass's points are kept with their pass and
+    /// time, and each series' drift, variability and wrong elements are judged.
+    #[arg(long, value_name = "TIME", value_parser = crate::units::parse_seconds)]
+    pub duration: Option<f64>,
+    /// Soak: a series fails when the mean busbw of its last quarter of passes is
+    /// below this fraction of its first quarter's.
+    #[arg(long, value_name = "F", default_value_t = 0.9)]
+    pub max_drift: f64,
+    /// Soak: a series fails when its busbw's coefficient of variation over the passes
+    /// is above this (default: not judged).
+    #[arg(long, value_name = "F")]
+    pub max_pass_cv: Option<f64>,
     /// Test only: make this rank corrupt its result buffer so the check must fail.
     #[arg(long, hide = true)]
     pub corrupt_rank: Option<usize>,

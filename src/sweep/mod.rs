@@ -8,6 +8,7 @@
 pub mod analysis;
 mod args;
 pub mod find_slow;
+pub mod soak;
 use crate::backend::{self, Backend, BackendKind, Bufs, Call, WaitCtx};
 use crate::collective::{self, Params, Pattern};
 use crate::config::GlobalArgs;
@@ -16,7 +17,7 @@ use crate::kinds::TierKind;
 use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::results::analysis::Analysis;
 use crate::results::provenance::Provenance;
-use crate::results::sweep::{FindSlow, Plan, Point, Sampling, SweepReport, SCHEMA_VERSION};
+use crate::results::sweep::{FindSlow, Plan, Point, Sampling, Soak, SweepReport, SCHEMA_VERSION};
 use crate::results::{self, Jsonl};
 use crate::stats::{self, Combine, TimeStats};
 use crate::topology;
@@ -616,6 +617,8 @@ impl OnePoint<'_> {
             wrong_ranks,
             wall_s: overhead_rank.map_or(0.0, |r| r.wall_s),
             in_calls_s: overhead_rank.map_or(0.0, |r| r.in_calls_s),
+            pass: 0,
+            unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
         }
     }
 }
@@ -759,13 +762,17 @@ struct Sink {
     points_file: Option<Jsonl>,
     progress: bool,
     points: Vec<Point>,
+    /// The soak pass being measured (0 without `--duration`).
+    pass: u32,
 }
 
 impl Sink {
-    fn record(&mut self, p: Point) -> Result<()> {
+    fn record(&mut self, mut p: Point) -> Result<()> {
+        p.pass = self.pass;
         if let Some(j) = &mut self.points_file {
             j.append(&p)?;
         }
+        crate::metrics::sweep_point(&p);
         let where_ = match &self.points_file {
             Some(j) => format!("; points in {}", j.path().display()),
             None => String::new(),
@@ -933,15 +940,14 @@ pub fn run(
             points_file: open_out(world, args.out.as_ref())?,
             progress: std::io::stderr().is_terminal(),
             points: Vec::new(),
+            pass: 0,
         },
         comms: Vec::new(),
     };
     let provenance = Provenance::collect(world, &why, &stack);
     // Every NCCL communicator this rank creates, in order: the n-th of its NCCL log.
     run.note_comm(TierKind::World, 0, (0..world.size).collect());
-    for tier in &tiers {
-        run.tier(tier)?;
-    }
+    let soak_clock = run.passes(&tiers)?;
     let find_slow = if args.find_slow {
         let rules = Rules::from(topo.as_ref(), args.outlier_fraction, args.min_fraction);
         run.find_slow(rules.outlier_for(TierKind::Pairs), nics)?
@@ -956,12 +962,25 @@ pub fn run(
     if sink.progress {
         eprintln!();
     }
+    let soak = soak_clock.map(|(clock, t0)| {
+        let hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
+        let s = soak::analyze(
+            &sink.points,
+            args.duration.unwrap_or(0.0),
+            clock.elapsed_s(),
+            args.max_drift,
+            args.max_pass_cv,
+            &hosts,
+        );
+        (s, t0)
+    });
     let ends = Ends {
         provenance,
         plan,
         topology: topo,
         transport,
         find_slow,
+        soak,
     };
     finish(world, args, sink.points, ends)
 }
@@ -1025,9 +1044,56 @@ impl TierRun<'_> {
         }
     }
 
+    /// Every tier once, or with `--duration` pass after pass until the time is up
+    /// (rank 0 decides whether another pass fits; every rank follows). The soak's
+    /// clock and start time (Unix seconds) when soaking.
+    fn passes(&mut self, tiers: &[topology::Tier]) -> Result<Option<(soak::Clock, f64)>> {
+        let Some(d) = self.args.duration else {
+            for tier in tiers {
+                self.tier(tier)?;
+            }
+            return Ok(None);
+        };
+        soak::validate(self.args.max_drift, self.args.max_pass_cv)
+            .map_err(|e| anyhow::Error::new(Agreed(format!("{e:#}"))))?;
+        let t0 = crate::watchdog::unix_seconds(std::time::SystemTime::now());
+        let mut clock = soak::Clock::start(d);
+        let mut said: Option<std::time::Instant> = None;
+        loop {
+            let pass_start = std::time::Instant::now();
+            for tier in tiers {
+                self.tier(tier)?;
+            }
+            let again = clock.another();
+            // A line per pass at most every 10 s: hours of soak stay readable.
+            let due = said.map_or(true, |t| t.elapsed().as_secs_f64() >= 10.0);
+            if self.world.rank == 0 && (due || !again) {
+                said = Some(std::time::Instant::now());
+                println!(
+                    "# soak pass {}: {:.1} s, {:.0} of {d:.0} s",
+                    self.sink.pass + 1,
+                    pass_start.elapsed().as_secs_f64(),
+                    clock.elapsed_s()
+                );
+            }
+            let again: bool = self.world.broadcast_json(Some(&again))?;
+            if !again {
+                return Ok(Some((clock, t0)));
+            }
+            self.sink.pass += 1;
+            crate::metrics::gauge(
+                "burnin_soak_pass",
+                "The soak pass being measured (0 is the first).",
+                &[],
+                f64::from(self.sink.pass),
+            );
+        }
+    }
+
     /// Every round of `tier`, one after the other.
     fn tier(&mut self, tier: &topology::Tier) -> Result<()> {
-        if self.world.rank == 0 && tier.kind != TierKind::World {
+        crate::metrics::phase(&format!("sweep {}", tier.kind.name()));
+        if self.world.rank == 0 && tier.kind != TierKind::World && self.sink.pass == 0 {
             println!(
                 "# tier {}: {} round(s)",
                 tier.kind.name(),
@@ -1084,7 +1150,8 @@ impl TierRun<'_> {
                 self.plan.sizes.clone()
             };
             let corrupt = self.args.corrupt_rank == Some(world.rank);
-            let print_table = world.rank == 0 && tier.kind == TierKind::World;
+            let print_table =
+                world.rank == 0 && tier.kind == TierKind::World && self.sink.pass == 0;
             let sink = &mut self.sink;
             let mut live = |p: Point| -> Result<()> {
                 if world.rank == 0 {
@@ -1114,14 +1181,15 @@ impl TierRun<'_> {
                 .sink
                 .points
                 .iter()
-                .filter(|p| p.tier == tier.kind)
+                .filter(|p| p.tier == tier.kind && p.pass == self.sink.pass)
                 .cloned()
                 .collect();
             for p in all.into_iter().flatten() {
                 round_points.push(p.clone());
                 self.sink.record(p)?;
             }
-            let summary = !matches!(tier.kind, TierKind::World | TierKind::Bisect);
+            let summary =
+                !matches!(tier.kind, TierKind::World | TierKind::Bisect) && self.sink.pass == 0;
             if summary && ri + 1 == tier.rounds.len() {
                 print!("{}", group_summary_lines(&round_points));
             }
@@ -1168,6 +1236,8 @@ struct Ends {
     topology: Option<Topology>,
     transport: Option<TransportReport>,
     find_slow: Option<FindSlow>,
+    /// The soak's judgement and when it began (Unix seconds).
+    soak: Option<(Soak, f64)>,
 }
 
 /// rank 0: the footer, the analysis, the verdict, and run.json.
@@ -1188,7 +1258,11 @@ fn finish(world: &World, args: &SweepArgs, points: Vec<Point>, ends: Ends) -> Re
     }
     let wrong_total: u64 = points.iter().filter_map(|p| p.wrong).sum();
     let found_clean = ends.find_slow.as_ref().map_or(true, FindSlow::clean);
-    let outcome = Outcome::from_ok(wrong_total == 0 && analysis.pass && found_clean);
+    if let Some((s, t0)) = &ends.soak {
+        print!("{}", soak::render(s, *t0));
+    }
+    let soak_ok = ends.soak.as_ref().map_or(true, |(s, _)| s.pass);
+    let outcome = Outcome::from_ok(wrong_total == 0 && analysis.pass && found_clean && soak_ok);
     let pass = outcome == Outcome::Pass;
     println!("# verdict: {}", if pass { "PASS" } else { "FAIL" });
     if let Some(dir) = &args.out {
@@ -1204,6 +1278,7 @@ fn finish(world: &World, args: &SweepArgs, points: Vec<Point>, ends: Ends) -> Re
             topology: ends.topology,
             transport: ends.transport,
             find_slow: ends.find_slow,
+            soak: ends.soak.map(|(s, _)| s),
             finished_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
             outcome: if pass { "pass" } else { "fail" }.into(),
         };

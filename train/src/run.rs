@@ -401,6 +401,7 @@ impl<'a> Session<'a> {
     /// Resume from the newest checkpoint that verifies (--resume) or start fresh,
     /// continue the checkpoint's data stream, and make the checkpoint padding.
     fn resume(&mut self) -> Result<Progress> {
+        burnin::metrics::phase("train restore");
         let (world, plan) = (self.world, &mut self.plan);
         let resumed = if plan.resume {
             let t = Instant::now();
@@ -452,6 +453,7 @@ impl<'a> Session<'a> {
 
     /// The step loop, from the step after `p.start` to --steps.
     fn train(&mut self, p: &mut Progress) -> Result<()> {
+        burnin::metrics::phase("train steps");
         for step in p.start + 1..=self.plan.steps {
             self.step(step, p)?;
         }
@@ -571,6 +573,7 @@ impl<'a> Session<'a> {
         if let Some(j) = &mut self.steps_file {
             j.append(&r)?;
         }
+        burnin::metrics::train_step(&r);
         p.records.push(r);
         Ok(())
     }
@@ -619,6 +622,7 @@ impl<'a> Session<'a> {
     /// Read the last checkpoint back, then the raw baseline of the same size
     /// (collective).
     fn measure_storage(&self, p: &mut Progress, timeout: Duration) -> Result<StorageReport> {
+        burnin::metrics::phase("train storage");
         let world = self.world;
         let ckpt_read = self.read_back_last(p, timeout)?;
         let shard_bytes = self.ctx.last_shard.as_ref().map(|s| s.bytes).unwrap_or(0);

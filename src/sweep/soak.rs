@@ -1,0 +1,421 @@
+//! `--duration`: the soak. The planned tiers and sizes run pass after pass until the
+//! time is up (rank 0 decides whether another pass fits and every rank follows; the
+//! deadlines of each collective are the sweep's own). Every point keeps its pass and
+//! time; at the end each series (tier, group, collective, type, op, placement at the
+//! largest size) is judged: drift (last quarter of the passes against the first),
+//! variability over the passes, and every wrong element with its time and rank.
+use crate::kinds::TierKind;
+use crate::results::sweep::{Point, Soak, SoakSeries, WrongSeen};
+use anyhow::{bail, Result};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// `--max-drift` and `--max-pass-cv` in range (the error names the flag).
+pub fn validate(max_drift: f64, max_pass_cv: Option<f64>) -> Result<()> {
+    if !(max_drift > 0.0 && max_drift <= 1.0) {
+        bail!("--max-drift: {max_drift} must be above 0 and at most 1");
+    }
+    if let Some(cv) = max_pass_cv {
+        if !(cv > 0.0 && cv.is_finite()) {
+            bail!("--max-pass-cv: {cv} must be above 0");
+        }
+    }
+    Ok(())
+}
+
+/// When to stop: another pass starts only while it is expected to end in time (the
+/// last pass's length as its estimate); the first pass always runs.
+pub struct Clock {
+    start: Instant,
+    duration: Duration,
+    pass_start: Instant,
+}
+
+impl Clock {
+    pub fn start(duration_s: f64) -> Clock {
+        let now = Instant::now();
+        Clock {
+            start: now,
+            duration: Duration::from_secs_f64(duration_s),
+            pass_start: now,
+        }
+    }
+
+    /// A pass just ended: whether another one fits.
+    pub fn another(&mut self) -> bool {
+        let last = self.pass_start.elapsed();
+        self.pass_start = Instant::now();
+        self.start.elapsed() + last <= self.duration
+    }
+
+    pub fn elapsed_s(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+}
+
+type Key = (TierKind, String, String, String, String, bool);
+
+fn key(p: &Point) -> Key {
+    (
+        p.tier,
+        p.label.clone(),
+        p.collective.to_string(),
+        p.dtype.to_string(),
+        p.op.map(|o| o.name()).unwrap_or("none").to_string(),
+        p.in_place,
+    )
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Least-squares slope of `y` over `x`.
+fn slope(x: &[f64], y: &[f64]) -> f64 {
+    let (mx, my) = (mean(x), mean(y));
+    let sxx: f64 = x.iter().map(|a| (a - mx) * (a - mx)).sum();
+    let sxy: f64 = x.iter().zip(y).map(|(a, b)| (a - mx) * (b - my)).sum();
+    if sxx > 0.0 {
+        sxy / sxx
+    } else {
+        0.0
+    }
+}
+
+/// Nearest-rank quantile of `v` (any order).
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return 0.0;
+    }
+    let i = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
+    s[i]
+}
+
+/// The first pass from which busbw is below `floor` there and on average after it.
+fn began(points: &[&Point], floor: f64) -> Option<f64> {
+    (0..points.len()).find_map(|i| {
+        let rest: Vec<f64> = points[i..].iter().map(|p| p.busbw_gbps).collect();
+        (points[i].busbw_gbps < floor && mean(&rest) < floor).then_some(points[i].unix)
+    })
+}
+
+/// One series from its points (pass order).
+fn series(points: &[&Point], window: usize, max_drift: f64, max_cv: Option<f64>) -> SoakSeries {
+    let p0 = points[0];
+    let bw: Vec<f64> = points.iter().map(|p| p.busbw_gbps).collect();
+    let unix: Vec<f64> = points.iter().map(|p| p.unix).collect();
+    let w = window.min(bw.len()).max(1);
+    let first = mean(&bw[..w]);
+    let last = mean(&bw[bw.len() - w..]);
+    let drift = if first > 0.0 { last / first } else { 1.0 };
+    let hours: Vec<f64> = unix.iter().map(|t| (t - unix[0]) / 3600.0).collect();
+    let m = mean(&bw);
+    let sd = (bw.iter().map(|b| (b - m) * (b - m)).sum::<f64>() / bw.len() as f64).sqrt();
+    let cv = if m > 0.0 { sd / m } else { 0.0 };
+    let times: Vec<f64> = points.iter().map(|p| p.time.p50_us).collect();
+    let p50 = quantile(&times, 0.5);
+    let drifted = bw.len() >= 2 && drift < max_drift;
+    SoakSeries {
+        tier: p0.tier,
+        label: p0.label.clone(),
+        hosts: p0.hosts.clone(),
+        collective: p0.collective,
+        dtype: p0.dtype,
+        op: p0.op,
+        in_place: p0.in_place,
+        bytes: p0.bytes,
+        busbw_gbps: bw.clone(),
+        unix,
+        first_gbps: first,
+        last_gbps: last,
+        drift,
+        slope_gbps_per_hour: slope(&hours, &bw),
+        pass_cv: cv,
+        pass_time_p99_over_p50: if p50 > 0.0 {
+            quantile(&times, 0.99) / p50
+        } else {
+            1.0
+        },
+        began_unix: if drifted {
+            began(&points[w..], max_drift * first)
+        } else {
+            None
+        },
+        drifted,
+        too_variable: max_cv.is_some_and(|c| bw.len() >= 2 && cv > c),
+    }
+}
+
+/// Hosts common to every drifting series, when that is fewer than all of them.
+fn suspects(series: &[SoakSeries], all_hosts: &[String]) -> Vec<String> {
+    let mut drifting = series.iter().filter(|s| s.drifted);
+    let Some(first) = drifting.next() else {
+        return Vec::new();
+    };
+    let mut common: Vec<String> = first.hosts.clone();
+    for s in drifting {
+        common.retain(|h| s.hosts.contains(h));
+    }
+    if common.len() >= all_hosts.len() {
+        return Vec::new();
+    }
+    common
+}
+
+/// The wrong elements seen, in time order, with each rank's host.
+fn wrong_seen(points: &[Point]) -> Vec<WrongSeen> {
+    let mut v: Vec<WrongSeen> = points
+        .iter()
+        .filter(|p| p.wrong.unwrap_or(0) > 0)
+        .map(|p| WrongSeen {
+            unix: p.unix,
+            pass: p.pass,
+            tier: p.tier,
+            label: p.label.clone(),
+            collective: p.collective,
+            bytes: p.bytes,
+            wrong: p.wrong.unwrap_or(0),
+            ranks: p
+                .wrong_ranks
+                .iter()
+                .map(|&(gr, idx)| {
+                    let rank = p.members.get(gr).copied().unwrap_or(gr);
+                    (rank, host_of(p, gr), idx)
+                })
+                .collect(),
+        })
+        .collect();
+    v.sort_by(|a, b| a.unix.total_cmp(&b.unix));
+    v
+}
+
+/// The host of group rank `gr` of `p` (hosts are per node, members per rank: the
+/// members are in node order, so the share of ranks per host tells).
+fn host_of(p: &Point, gr: usize) -> String {
+    let per = (p.members.len() / p.hosts.len().max(1)).max(1);
+    p.hosts.get(gr / per).cloned().unwrap_or_else(|| "?".into())
+}
+
+/// Judge the soak from every point of every pass.
+pub fn analyze(
+    points: &[Point],
+    duration_s: f64,
+    elapsed_s: f64,
+    max_drift: f64,
+    max_pass_cv: Option<f64>,
+    all_hosts: &[String],
+) -> Soak {
+    let passes = points.iter().map(|p| p.pass + 1).max().unwrap_or(0);
+    let window = (passes as usize / 4).max(1);
+    let largest = points.iter().map(|p| p.bytes).max().unwrap_or(0);
+    let mut by: BTreeMap<Key, Vec<&Point>> = BTreeMap::new();
+    for p in points
+        .iter()
+        .filter(|p| p.bytes == largest && p.tier != TierKind::Bisect)
+    {
+        by.entry(key(p)).or_default().push(p);
+    }
+    let series: Vec<SoakSeries> = by
+        .values_mut()
+        .map(|v| {
+            v.sort_by_key(|p| p.pass);
+            series(v, window, max_drift, max_pass_cv)
+        })
+        .collect();
+    let wrong = wrong_seen(points);
+    let pass = wrong.is_empty() && !series.iter().any(|s| s.drifted || s.too_variable);
+    Soak {
+        duration_s,
+        elapsed_s,
+        passes,
+        max_drift,
+        max_pass_cv,
+        window_passes: window as u32,
+        suspects: suspects(&series, all_hosts),
+        series,
+        wrong,
+        pass,
+    }
+}
+
+/// The soak's lines for the terminal.
+pub fn render(s: &Soak, t0_unix: f64) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "#\n# soak: {} passes in {:.0} s (asked {:.0} s); drift = mean busbw of the last {} pass(es) / the first {}",
+        s.passes, s.elapsed_s, s.duration_s, s.window_passes, s.window_passes
+    );
+    for x in s.series.iter().filter(|x| x.drifted || x.too_variable) {
+        let when = x
+            .began_unix
+            .map(|t| {
+                format!(
+                    ", from {} ({:.0} s into the soak)",
+                    crate::results::utc_text(t),
+                    t - t0_unix
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "# soak: {} {} {}: busbw {:.3} -> {:.3} GB/s ({:.2}x, limit {}), pass cv {:.3}{when}",
+            x.tier.name(),
+            x.label,
+            x.collective,
+            x.first_gbps,
+            x.last_gbps,
+            x.drift,
+            s.max_drift,
+            x.pass_cv
+        );
+    }
+    for w in &s.wrong {
+        let ranks: Vec<String> = w
+            .ranks
+            .iter()
+            .map(|(r, h, i)| format!("rank {r} on {h} (first at element {i})"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "# soak: wrong: {} pass {} {} {} {} bytes: {} element(s), {}",
+            crate::results::utc_text(w.unix),
+            w.pass,
+            w.tier.name(),
+            w.collective,
+            w.bytes,
+            w.wrong,
+            ranks.join("; ")
+        );
+    }
+    let drifted = s.series.iter().filter(|x| x.drifted).count();
+    if !s.suspects.is_empty() {
+        let began = s
+            .series
+            .iter()
+            .filter(|x| x.drifted)
+            .filter_map(|x| x.began_unix)
+            .fold(f64::INFINITY, f64::min);
+        let when = if began.is_finite() {
+            format!(
+                ", beginning {} ({:.0} s into the soak)",
+                crate::results::utc_text(began),
+                began - t0_unix
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "# soak: drift FAIL: suspect {}: in every one of the {drifted} drifting group(s){when}",
+            s.suspects.join(", ")
+        );
+    } else if drifted > 0 {
+        let _ = writeln!(o, "# soak: drift FAIL: {drifted} group(s) drifted");
+    }
+    let _ = writeln!(o, "# soak: {}", if s.pass { "PASS" } else { "FAIL" });
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::analysis::judged_point;
+
+    fn pt(label: &str, hosts: &[&str], pass: u32, bw: f64) -> Point {
+        let mut p = judged_point(
+            TierKind::Pairs,
+            0,
+            label.into(),
+            (0..hosts.len()).collect(),
+            hosts.iter().map(|h| h.to_string()).collect(),
+            1 << 22,
+            bw,
+        );
+        p.pass = pass;
+        p.unix = 1000.0 + 10.0 * f64::from(pass);
+        p
+    }
+
+    fn hosts() -> Vec<String> {
+        (0..4).map(|i| format!("node{i}")).collect()
+    }
+
+    #[test]
+    fn the_node_in_every_drifting_group_is_named_with_when_it_began() {
+        let mut pts = Vec::new();
+        for pass in 0..8 {
+            let slow = if pass >= 4 { 0.2 } else { 1.0 };
+            pts.push(pt("node0+node2", &["node0", "node2"], pass, 10.0 * slow));
+            pts.push(pt("node1+node2", &["node1", "node2"], pass, 10.0 * slow));
+            pts.push(pt("node0+node1", &["node0", "node1"], pass, 10.0));
+        }
+        let s = analyze(&pts, 80.0, 80.0, 0.9, None, &hosts());
+        assert!(!s.pass);
+        assert_eq!(s.passes, 8);
+        assert_eq!(s.window_passes, 2);
+        assert_eq!(s.suspects, vec!["node2".to_string()]);
+        let d: Vec<&SoakSeries> = s.series.iter().filter(|x| x.drifted).collect();
+        assert_eq!(d.len(), 2);
+        for x in d {
+            assert!((x.drift - 0.2).abs() < 1e-9, "{x:?}");
+            assert_eq!(x.began_unix, Some(1040.0));
+            assert!(x.slope_gbps_per_hour < 0.0);
+        }
+        let text = render(&s, 1000.0);
+        assert!(text.contains("# soak: drift FAIL: suspect node2: in every one of the 2 drifting group(s), beginning "), "{text}");
+        assert!(text.contains("(40 s into the soak)"), "{text}");
+    }
+
+    #[test]
+    fn a_steady_soak_passes_and_a_wrong_element_fails_naming_rank_and_host() {
+        let mut pts: Vec<Point> = (0..6)
+            .map(|pass| {
+                pt(
+                    "node0+node1",
+                    &["node0", "node1"],
+                    pass,
+                    10.0 + f64::from(pass % 2) * 0.1,
+                )
+            })
+            .collect();
+        let s = analyze(&pts, 60.0, 60.0, 0.9, Some(0.05), &hosts());
+        assert!(s.pass, "{s:?}");
+        assert!(s.suspects.is_empty());
+        assert!(s.series[0].pass_cv < 0.01);
+        pts[3].wrong = Some(2);
+        pts[3].wrong_ranks = vec![(1, 17)];
+        let s = analyze(&pts, 60.0, 60.0, 0.9, Some(0.05), &hosts());
+        assert!(!s.pass);
+        assert_eq!(s.wrong.len(), 1);
+        assert_eq!(s.wrong[0].ranks, vec![(1, "node1".to_string(), 17)]);
+        assert_eq!(s.wrong[0].pass, 3);
+        assert!(render(&s, 1000.0).contains("rank 1 on node1 (first at element 17)"));
+        let s = analyze(&pts, 60.0, 60.0, 0.9, Some(0.001), &hosts());
+        assert!(s.series[0].too_variable);
+    }
+
+    #[test]
+    fn bounds_name_their_flag_and_the_clock_runs_one_pass_at_least() {
+        assert!(validate(0.0, None)
+            .unwrap_err()
+            .to_string()
+            .starts_with("--max-drift"));
+        assert!(validate(0.9, Some(-1.0))
+            .unwrap_err()
+            .to_string()
+            .starts_with("--max-pass-cv"));
+        assert!(validate(0.95, Some(0.1)).is_ok());
+        let mut c = Clock::start(0.0);
+        assert!(!c.another(), "no time for a second pass");
+        let mut c = Clock::start(3600.0);
+        assert!(c.another());
+    }
+}

@@ -1,0 +1,155 @@
+//! `burnin sweep --duration` on the simulated cluster (network namespaces, tc-shaped
+//! veths, real mpirun): a healthy 90-second soak passes; in a second one the test
+//! lowers node2's link rate half-way (`sim-cluster shape`), and the drift verdict
+//! fails naming node2 and when it began. Needs root and network namespaces; where they
+//! are refused the test says so and returns (CI runs as root).
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const SIM: SimCluster = SimCluster {
+    prefix: "bk-",
+    subnet: "10.83.0",
+};
+
+const SOAK_S: u64 = 90;
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}
+
+fn soak_cmd(out: &Path) -> std::process::Command {
+    let b = bin();
+    let d = format!("{SOAK_S}s");
+    SIM.cmd(&[
+        "exec",
+        "--",
+        b,
+        "sweep",
+        "--backend",
+        "mpi",
+        "-c",
+        "all_reduce",
+        "-b",
+        "256K",
+        "-e",
+        "4M",
+        "-f",
+        "4",
+        "-n",
+        "5",
+        "-w",
+        "1",
+        "--placement",
+        "out",
+        "--tiers",
+        "world,pairs",
+        "--duration",
+        &d,
+        "--max-drift",
+        "0.7",
+        // The pair rounds differ by up to ~1.5x on this simulated star (the first
+        // pass alone shows it): the soak's drift, not the pairs' outlier rule, is
+        // what this test is about.
+        "--outlier-fraction",
+        "0.5",
+        "--no-transport",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+}
+
+fn run_json(out: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out.join("run.json")).expect("run.json")).expect("json")
+}
+
+// One test, in sequence: the cluster is a shared resource of this machine.
+#[test]
+fn a_healthy_soak_passes_and_a_link_slowed_half_way_fails_on_drift_naming_its_node() {
+    let Some(_down) = SIM.up_sized(4, 1, &["--rate", "2gbit"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let limit = Duration::from_secs(SOAK_S + 120);
+
+    let healthy = dir.path().join("healthy");
+    let t = Instant::now();
+    let r = run_bounded(soak_cmd(&healthy), limit);
+    assert!(!r.timed_out, "{}", r.all());
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(
+        t.elapsed() < Duration::from_secs(SOAK_S + 60),
+        "{:?}",
+        t.elapsed()
+    );
+    let run = run_json(&healthy);
+    let s = &run["soak"];
+    assert_eq!(s["pass"], true, "{s}");
+    let passes = s["passes"].as_u64().unwrap();
+    assert!(passes >= 4, "{s}");
+    assert!(
+        s["elapsed_s"].as_f64().unwrap() <= (SOAK_S + 30) as f64,
+        "{s}"
+    );
+    // world + the 6 pairs, each one series at the largest size.
+    assert_eq!(s["series"].as_array().unwrap().len(), 7, "{s}");
+    for x in s["series"].as_array().unwrap() {
+        assert_eq!(x["busbw_gbps"].as_array().unwrap().len() as u64, passes);
+    }
+    let pts = jsonl(&healthy.join("points.jsonl"));
+    assert_eq!(
+        pts.iter().map(|p| p["pass"].as_u64().unwrap()).max(),
+        Some(passes - 1),
+        "every pass streamed with its number"
+    );
+    assert!(pts.iter().all(|p| p["unix"].as_f64().unwrap() > 1.0e9));
+    assert!(r.stdout.contains("# soak: PASS"), "{}", r.stdout);
+
+    // The same soak; half-way, node2's link drops from 2 to 0.4 Gbit/s.
+    let slowed = dir.path().join("slowed");
+    let soak = std::thread::spawn(move || run_bounded(soak_cmd(&slowed), limit));
+    std::thread::sleep(Duration::from_secs(SOAK_S / 2));
+    let shaped_at = unix_now();
+    let sh = run_bounded(
+        SIM.cmd(&["shape", "node2=400mbit"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(sh.code, Some(0), "{}", sh.all());
+    let r = soak.join().unwrap();
+    assert!(!r.timed_out, "{}", r.all());
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let line = "# soak: drift FAIL: suspect node2: in every one of the ";
+    assert!(r.stdout.contains(line), "{}", r.stdout);
+    let run = run_json(&dir.path().join("slowed"));
+    let s = &run["soak"];
+    assert_eq!(s["pass"], false);
+    assert_eq!(s["suspects"], serde_json::json!(["node2"]), "{s}");
+    let drifted: Vec<&serde_json::Value> = s["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|x| x["drifted"] == true)
+        .collect();
+    assert!(drifted.len() >= 3, "the pairs with node2 at least: {s}");
+    for x in &drifted {
+        let hosts = x["hosts"].as_array().unwrap();
+        assert!(hosts.iter().any(|h| h == "node2"), "{x}");
+        let began = x["began_unix"].as_f64().unwrap();
+        // A pass running when the rate changed may already read slow.
+        assert!(
+            began > shaped_at - 15.0 && began < shaped_at + 30.0,
+            "{began} vs {shaped_at}: {x}"
+        );
+    }
+    // The pairs without node2 kept their rate.
+    for x in s["series"].as_array().unwrap() {
+        let hosts = x["hosts"].as_array().unwrap();
+        if !hosts.iter().any(|h| h == "node2") {
+            assert_eq!(x["drifted"], false, "{x}");
+        }
+    }
+}
