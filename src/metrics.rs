@@ -152,22 +152,10 @@ impl Registry {
 }
 
 /// Write `text` to `path` the textfile collector's way: a temporary file in the same
-/// folder (not ending in `.prom`, so never collected), then a rename over `path`.
+/// folder (`.NAME.tmp.PID`, not ending in `.prom`, so never collected), then a rename
+/// over `path` ([`crate::results::write_atomic`]).
 pub fn write_textfile(path: &Path, text: &str) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "metrics".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot replace {}", path.display())
-    })
+    crate::results::write_atomic(path, text.as_bytes())
 }
 
 /// Check `--metrics-file PATH` before anything is measured: its folder exists and a

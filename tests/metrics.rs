@@ -243,7 +243,7 @@ fn a_sweep_writes_a_file_prometheus_parses_mid_run_and_at_the_end_with_the_recor
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".tmp"))
+        .filter(|n| n.contains(".tmp"))
         .collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }

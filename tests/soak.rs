@@ -145,6 +145,28 @@ fn a_healthy_soak_passes_and_a_link_slowed_half_way_fails_on_drift_naming_its_no
             "{began} vs {shaped_at}: {x}"
         );
     }
+    // burnin report renders the soak: the table, the suspect, a timeline per tier.
+    let slowed = dir.path().join("slowed");
+    let rep = run_bounded(
+        {
+            let mut c = std::process::Command::new(bin());
+            c.args(["report", slowed.to_str().unwrap()]);
+            c
+        },
+        Duration::from_secs(60),
+    );
+    assert_eq!(rep.code, Some(0), "{}", rep.all());
+    let md = std::fs::read_to_string(slowed.join("report.md")).unwrap();
+    assert!(md.contains("### Soak"), "{md}");
+    assert!(
+        md.contains("Suspect: node2 (in every drifting group)."),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(slowed.join("report.html")).unwrap();
+    for tier in ["world", "pairs"] {
+        let title = format!("busbw over the soak: tier {tier}");
+        assert!(html.contains(&title), "no chart '{title}'");
+    }
     // The pairs without node2 kept their rate.
     for x in s["series"].as_array().unwrap() {
         let hosts = x["hosts"].as_array().unwrap();

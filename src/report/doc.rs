@@ -618,6 +618,9 @@ fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
     sweep_intro(d, s, &v.plan, &crit);
     sweep_findings(d, s, &crit, &v.analysis, &judged);
     tier_table(d, &v.analysis);
+    if let Some(soak) = s.report.as_ref().and_then(|r| r.soak.as_ref()) {
+        super::soak::section(d, soak, charts);
+    }
     if let Some(t) = s.report.as_ref().and_then(|r| r.transport.as_ref()) {
         transport_section(d, t);
     }

@@ -324,24 +324,36 @@ pub fn render(s: &Soak, t0_unix: f64) -> String {
     o
 }
 
+/// Test only: a judged point of pass `pass` at `t0 + 10 s × pass`, 4 MiB.
+#[cfg(test)]
+pub(crate) fn soak_point(
+    tier: TierKind,
+    label: &str,
+    hosts: &[&str],
+    pass: u32,
+    bw: f64,
+    t0: f64,
+) -> Point {
+    let mut p = crate::sweep::analysis::judged_point(
+        tier,
+        0,
+        label.into(),
+        (0..hosts.len()).collect(),
+        hosts.iter().map(|h| h.to_string()).collect(),
+        1 << 22,
+        bw,
+    );
+    p.pass = pass;
+    p.unix = t0 + 10.0 * f64::from(pass);
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sweep::analysis::judged_point;
 
     fn pt(label: &str, hosts: &[&str], pass: u32, bw: f64) -> Point {
-        let mut p = judged_point(
-            TierKind::Pairs,
-            0,
-            label.into(),
-            (0..hosts.len()).collect(),
-            hosts.iter().map(|h| h.to_string()).collect(),
-            1 << 22,
-            bw,
-        );
-        p.pass = pass;
-        p.unix = 1000.0 + 10.0 * f64::from(pass);
-        p
+        soak_point(TierKind::Pairs, label, hosts, pass, bw, 1000.0)
     }
 
     fn hosts() -> Vec<String> {
