@@ -62,7 +62,7 @@ impl GlobalArgs {
         let Some(path) = &self.metrics_file else {
             return Ok(None);
         };
-        let host = crate::metrics::hostname();
+        let host = crate::world::hostname();
         let (rank, ranks) = (rank.to_string(), ranks.to_string());
         let info = [
             ("command", command),

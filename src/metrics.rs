@@ -194,6 +194,8 @@ struct Sink {
     merge: Option<PathBuf>,
     /// The last write's error, said once.
     failed: bool,
+    /// This host's name, for per-GPU labels (looked up once).
+    host: String,
 }
 
 impl Sink {
@@ -334,6 +336,7 @@ pub fn start(
         registry,
         merge: None,
         failed: false,
+        host: crate::world::hostname(),
     };
     sink.write();
     if sink.failed {
@@ -366,13 +369,6 @@ pub fn start(
         stop,
         thread: Some(thread),
     })
-}
-
-/// This host's name, for labels.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into())
 }
 
 // ----------------------------------------------------------------------------
@@ -523,47 +519,46 @@ pub fn chaos_trial(t: &crate::results::chaos::Trial) {
 /// An NVML sample of one GPU (rank 0's GPU during `burnin gpu`), `throttled` as the
 /// throttle criterion reads its clock event reasons.
 pub fn gpu_sample(gpu: u32, s: &crate::results::gpu::Sample, throttled: Option<bool>) {
-    if !enabled() {
-        return;
-    }
-    let host = hostname();
-    let g = gpu.to_string();
-    let l = [("host", host.as_str()), ("gpu", g.as_str())];
-    if let Some(t) = s.temp_c {
-        gauge(
-            "burnin_gpu_temperature_celsius",
-            "GPU temperature (NVML).",
-            &l,
-            f64::from(t),
-        );
-    }
-    if let Some(m) = s.sm_mhz {
-        gauge(
-            "burnin_gpu_sm_clock_hertz",
-            "GPU SM clock (NVML).",
-            &l,
-            f64::from(m) * 1e6,
-        );
-    }
-    if let Some(m) = s.mem_mhz {
-        gauge(
-            "burnin_gpu_memory_clock_hertz",
-            "GPU memory clock (NVML).",
-            &l,
-            f64::from(m) * 1e6,
-        );
-    }
-    if let Some(w) = s.power_w {
-        gauge("burnin_gpu_power_watts", "GPU power draw (NVML).", &l, w);
-    }
-    if let Some(t) = throttled {
-        gauge(
-            "burnin_gpu_throttled",
-            "1 when NVML's clock event reasons say the GPU is held back (thermal, power brake, HW slowdown, sync boost).",
-            &l,
-            if t { 1.0 } else { 0.0 },
-        );
-    }
+    with_sink(|sink| {
+        let g = gpu.to_string();
+        let l = [("host", sink.host.as_str()), ("gpu", g.as_str())];
+        let r = &mut sink.registry;
+        if let Some(t) = s.temp_c {
+            r.gauge(
+                "burnin_gpu_temperature_celsius",
+                "GPU temperature (NVML).",
+                &l,
+                f64::from(t),
+            );
+        }
+        if let Some(m) = s.sm_mhz {
+            r.gauge(
+                "burnin_gpu_sm_clock_hertz",
+                "GPU SM clock (NVML).",
+                &l,
+                f64::from(m) * 1e6,
+            );
+        }
+        if let Some(m) = s.mem_mhz {
+            r.gauge(
+                "burnin_gpu_memory_clock_hertz",
+                "GPU memory clock (NVML).",
+                &l,
+                f64::from(m) * 1e6,
+            );
+        }
+        if let Some(w) = s.power_w {
+            r.gauge("burnin_gpu_power_watts", "GPU power draw (NVML).", &l, w);
+        }
+        if let Some(t) = throttled {
+            r.gauge(
+                "burnin_gpu_throttled",
+                "1 when NVML's clock event reasons say the GPU is held back (thermal, power brake, HW slowdown, sync boost).",
+                &l,
+                if t { 1.0 } else { 0.0 },
+            );
+        }
+    });
 }
 
 #[cfg(test)]

@@ -98,12 +98,19 @@ fn quantile(v: &[f64], q: f64) -> f64 {
     s[i]
 }
 
-/// The first pass from which busbw is below `floor` there and on average after it.
+/// The first pass from which busbw is below `floor` there and on average after it
+/// (one backward pass: the means of every suffix).
 fn began(points: &[&Point], floor: f64) -> Option<f64> {
-    (0..points.len()).find_map(|i| {
-        let rest: Vec<f64> = points[i..].iter().map(|p| p.busbw_gbps).collect();
-        (points[i].busbw_gbps < floor && mean(&rest) < floor).then_some(points[i].unix)
-    })
+    let n = points.len();
+    let mut suffix_mean = vec![0.0; n];
+    let mut sum = 0.0;
+    for i in (0..n).rev() {
+        sum += points[i].busbw_gbps;
+        suffix_mean[i] = sum / (n - i) as f64;
+    }
+    (0..n)
+        .find(|&i| points[i].busbw_gbps < floor && suffix_mean[i] < floor)
+        .map(|i| points[i].unix)
 }
 
 /// One series from its points (pass order).
