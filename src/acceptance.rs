@@ -56,7 +56,7 @@ pub struct RunArgs {
     /// Results folder (default: results/<UTC time>-<card name>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Run only these of the card's phases (comma list of probe, gpu, sweep, train, chaos);
+    /// Run only these of the card's phases (comma list of probe, gpu, sweep, train, chaos, soak);
     /// the others' criteria are NOT RUN.
     #[arg(long, value_name = "LIST")]
     pub phases: Option<String>,
@@ -350,7 +350,7 @@ fn select_phases(card: &Card, only: Option<&str>) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if !PHASES.contains(&p) {
-            bail!("--phases: unknown phase '{p}' (probe, gpu, sweep, train, chaos)");
+            bail!("--phases: unknown phase '{p}' (probe, gpu, sweep, train, chaos, soak)");
         }
         if !have.contains(&p) {
             bail!("--phases: the card has no [{p}] section");
@@ -394,9 +394,60 @@ fn absolute(p: &Path) -> PathBuf {
 }
 
 fn sweep_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
-    let Some(s) = &card.sweep else {
+    match &card.sweep {
+        Some(s) => sweep_argv(s, topo, dir),
+        None => Vec::new(),
+    }
+}
+
+/// The `burnin sweep --duration` flags of the card's [soak] section: one size, the
+/// sweep's collectives and tiers unless the soak names its own.
+fn soak_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
+    let Some(k) = &card.soak else {
         return Vec::new();
     };
+    let sweep = card.sweep.as_ref();
+    let size = k.size(sweep).unwrap_or(crate::units::Bytes(1 << 20));
+    let spec = crate::card::SweepSpec {
+        collectives: k
+            .collectives
+            .clone()
+            .or_else(|| sweep.map(|s| s.collectives.clone()))
+            .unwrap_or_else(|| vec!["all_reduce".into()]),
+        tiers: k
+            .tiers
+            .clone()
+            .or_else(|| sweep.map(|s| s.tiers.clone()))
+            .unwrap_or_else(|| vec!["all".into()]),
+        min_bytes: size,
+        max_bytes: size,
+        step_factor: None,
+        budget_s: k.budget_s,
+        warmup: None,
+        iters: k.iters,
+        placement: None,
+        dtype: k.dtype.clone(),
+        args: k.args.clone(),
+        timeout_s: None,
+        criteria: crate::card::SweepCriteria {
+            outlier_fraction: sweep.and_then(|s| s.criteria.outlier_fraction),
+            ..Default::default()
+        },
+    };
+    let mut a = sweep_argv(&spec, topo, dir);
+    a.extend([
+        "--duration".into(),
+        k.duration_s.to_string(),
+        "--max-drift".into(),
+        k.criteria.max_drift.to_string(),
+    ]);
+    if let Some(cv) = k.criteria.max_pass_cv {
+        a.extend(["--max-pass-cv".into(), cv.to_string()]);
+    }
+    a
+}
+
+fn sweep_argv(s: &crate::card::SweepSpec, topo: Option<&Path>, dir: &Path) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "sweep".into(),
         "-c".into(),
@@ -727,6 +778,11 @@ fn run_phase(r: &mut Runner, card: &Card, phase: &str, topo_path: Option<&Path>)
             let argv = r.under_launcher(&sweep_args(card, topo_path, &out.join("sweep")));
             r.job("sweep", "sweep", argv, t)?;
         }
+        "soak" => {
+            let t = card.soak.as_ref().map(|k| k.bound_s()).unwrap_or(600.0);
+            let argv = r.under_launcher(&soak_args(card, topo_path, &out.join("soak")));
+            r.job("soak", "soak", argv, t)?;
+        }
         "train" => run_train(r, card)?,
         "chaos" => {
             if !has_chaos(&r.burnin) {
@@ -965,6 +1021,22 @@ mod tests {
         assert_eq!(
             t.join(" "),
             "train --steps 10 --resume --ckpt-every 10 --ckpt-bytes 4MiB --preset tiny --out /r/p --log-every 5"
+        );
+    }
+
+    #[test]
+    fn soak_measures_one_size_with_the_sweeps_tiers() {
+        let card = Card::parse(
+            "name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='4M'\ntiers=['world','pairs']\n\
+             [sweep.criteria]\noutlier_fraction=0.5\n\
+             [soak]\nduration_s=90\nbudget_s=0.2\n[soak.criteria]\nmax_pass_cv=0.3\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            soak_args(&card, None, Path::new("/r/soak")).join(" "),
+            "sweep -c all_reduce -b 4MiB -e 4MiB --tiers world,pairs --budget 0.2 \
+             --outlier-fraction 0.5 --out /r/soak --duration 90 --max-drift 0.9 --max-pass-cv 0.3"
         );
     }
 

@@ -87,7 +87,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The phases, in the order they run.
-pub const PHASES: [&str; 5] = ["probe", "gpu", "sweep", "train", "chaos"];
+/// The soak runs last: the quick phases fail a bad reservation in minutes, before
+/// hours of soak are spent on it.
+pub const PHASES: [&str; 6] = ["probe", "gpu", "sweep", "train", "chaos", "soak"];
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -127,6 +129,9 @@ pub struct Card {
     /// The chaos phase (runs when present).
     #[serde(default)]
     pub chaos: Option<ChaosSpec>,
+    /// The soak phase (runs when present).
+    #[serde(default)]
+    pub soak: Option<SoakSpec>,
 }
 
 /// Prices. Each billed component is counted once (DESIGN.md: cost per completed unit).
@@ -513,6 +518,119 @@ impl Default for ChaosCriteria {
     }
 }
 
+/// The soak phase: `burnin sweep --duration`, one message size measured on the same
+/// tiers pass after pass until the time is up, judged on drift, variability and
+/// corruption over the whole soak.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SoakSpec {
+    /// How long to soak, seconds (--duration): passes start while one more fits.
+    pub duration_s: f64,
+    /// The message size of every pass, bytes (default: [sweep]'s max_bytes; required
+    /// without a [sweep] section).
+    #[serde(default)]
+    pub bytes: Option<Bytes>,
+    /// Collectives of every pass (default: [sweep]'s, else all_reduce).
+    #[serde(default)]
+    pub collectives: Option<Vec<String>>,
+    /// Tiers of every pass (default: [sweep]'s, else all).
+    #[serde(default)]
+    pub tiers: Option<Vec<String>>,
+    /// Adaptive sampling's time budget per pass, tier and placement, seconds (--budget).
+    #[serde(default)]
+    pub budget_s: Option<f64>,
+    /// Fixed iterations per pass (adaptive sampling when absent).
+    #[serde(default)]
+    pub iters: Option<u32>,
+    /// Element types (-d), a comma list (default f32).
+    #[serde(default)]
+    pub dtype: Option<String>,
+    /// Further `burnin sweep` flags, passed verbatim.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The phase's bound, seconds (default: duration_s plus a tenth, at least 600 s
+    /// more).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// What the soak must hold.
+    #[serde(default)]
+    pub criteria: SoakCriteria,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SoakCriteria {
+    /// Every series' mean busbw over its last quarter of passes ≥ this fraction of its
+    /// first quarter's (--max-drift; default 0.9).
+    #[serde(default = "default_max_drift")]
+    pub max_drift: f64,
+    /// Every series' coefficient of variation of busbw over the passes ≤ this
+    /// (--max-pass-cv; not judged when absent).
+    #[serde(default)]
+    pub max_pass_cv: Option<f64>,
+    /// Zero wrong elements over the whole soak.
+    #[serde(default = "yes")]
+    pub zero_wrong: bool,
+}
+
+fn default_max_drift() -> f64 {
+    0.9
+}
+
+impl Default for SoakCriteria {
+    fn default() -> Self {
+        SoakCriteria {
+            max_drift: default_max_drift(),
+            max_pass_cv: None,
+            zero_wrong: true,
+        }
+    }
+}
+
+impl SoakSpec {
+    /// The one size of every pass: `bytes`, else the sweep's largest.
+    pub fn size(&self, sweep: Option<&SweepSpec>) -> Option<Bytes> {
+        self.bytes.or(sweep.map(|s| s.max_bytes))
+    }
+
+    /// The phase's bound, seconds.
+    pub fn bound_s(&self) -> f64 {
+        self.timeout_s
+            .unwrap_or(self.duration_s + (self.duration_s / 10.0).max(600.0))
+    }
+
+    fn validate(&self, cx: &Field, sweep: Option<&SweepSpec>) -> Result<()> {
+        if !(self.duration_s > 0.0 && self.duration_s.is_finite()) {
+            return Err(anyhow!(
+                "{}: {} must be a positive number of seconds",
+                cx.at("soak", "duration_s"),
+                self.duration_s
+            ));
+        }
+        match self.size(sweep) {
+            None => {
+                return Err(anyhow!(
+                    "{}: required without a [sweep] section (the message size of every pass)",
+                    cx.at("soak", "bytes")
+                ))
+            }
+            Some(b) if b.get() == 0 => {
+                return Err(anyhow!(
+                    "{}: must be at least 1 byte",
+                    cx.at("soak", "bytes")
+                ))
+            }
+            Some(_) => {}
+        }
+        cx.collectives("soak", self.collectives.as_deref().unwrap_or_default())?;
+        cx.tiers("soak", self.tiers.as_deref().unwrap_or_default())?;
+        cx.positive("soak", "budget_s", self.budget_s)?;
+        cx.positive("soak", "timeout_s", self.timeout_s)?;
+        cx.fraction("soak.criteria", "max_drift", Some(self.criteria.max_drift))?;
+        cx.positive("soak.criteria", "max_pass_cv", self.criteria.max_pass_cv)
+    }
+}
+
 /// The 1-based line of `key` inside `[table]` (dotted, "" for the top level; in an
 /// array of tables, the first that has the key), for errors found after parsing. The
 /// position comes from toml_edit's spans of the parsed document.
@@ -581,7 +699,8 @@ impl Card {
                 "gpu" => self.gpu.is_some(),
                 "sweep" => self.sweep.is_some(),
                 "train" => self.train.is_some(),
-                _ => self.chaos.is_some(),
+                "chaos" => self.chaos.is_some(),
+                _ => self.soak.is_some(),
             })
             .collect()
     }
@@ -608,9 +727,12 @@ impl Card {
         if let Some(c) = &self.chaos {
             c.validate(&cx)?;
         }
+        if let Some(k) = &self.soak {
+            k.validate(&cx, self.sweep.as_ref())?;
+        }
         if self.phases().is_empty() {
             return Err(anyhow!(
-                "{file}: no phase to run: add at least one of [probe], [gpu], [sweep], [train], [chaos]"
+                "{file}: no phase to run: add at least one of [probe], [gpu], [sweep], [train], [chaos], [soak]"
             ));
         }
         Ok(())
@@ -689,6 +811,35 @@ impl Field<'_> {
         }
     }
 
+    /// `<table>.collectives`: known names or "all".
+    fn collectives(&self, table: &str, list: &[String]) -> Result<()> {
+        match list
+            .iter()
+            .find(|c| *c != "all" && CollKind::parse(c).is_none())
+        {
+            Some(c) => Err(anyhow!(
+                "{}: unknown collective '{c}' ({}, all)",
+                self.at(table, "collectives"),
+                CollKind::ALL.map(|k| k.name()).join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `<table>.tiers`: known names or "all".
+    fn tiers(&self, table: &str, list: &[String]) -> Result<()> {
+        match list
+            .iter()
+            .find(|t| *t != "all" && TierKind::parse(t).is_none())
+        {
+            Some(t) => Err(anyhow!(
+                "{}: unknown tier '{t}' (world, intra, inter, rails, pairs, all)",
+                self.at(table, "tiers")
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// A tier name of `sweep.criteria.<key>` (no "all").
     fn criteria_tier(&self, key: &str, tier: &str) -> Result<()> {
         if TierKind::parse(tier).is_none() {
@@ -740,23 +891,8 @@ impl ProbeSpec {
 
 impl SweepSpec {
     fn validate(&self, cx: &Field) -> Result<()> {
-        for c in &self.collectives {
-            if c != "all" && CollKind::parse(c).is_none() {
-                return Err(anyhow!(
-                    "{}: unknown collective '{c}' ({}, all)",
-                    cx.at("sweep", "collectives"),
-                    CollKind::ALL.map(|k| k.name()).join(", ")
-                ));
-            }
-        }
-        for t in &self.tiers {
-            if t != "all" && TierKind::parse(t).is_none() {
-                return Err(anyhow!(
-                    "{}: unknown tier '{t}' (world, intra, inter, rails, pairs, all)",
-                    cx.at("sweep", "tiers")
-                ));
-            }
-        }
+        cx.collectives("sweep", &self.collectives)?;
+        cx.tiers("sweep", &self.tiers)?;
         if self.min_bytes.get() == 0 || self.min_bytes > self.max_bytes {
             return Err(anyhow!(
                 "{}: {} must be at least 1 byte and at most max_bytes {}",
@@ -939,6 +1075,37 @@ mod tests {
         assert_eq!(s.max_bytes, Bytes(1 << 30));
         assert!(s.criteria.no_outlier && s.criteria.zero_wrong);
         assert_eq!(s.criteria.collective, "all_reduce");
+    }
+
+    #[test]
+    fn soak_takes_its_size_from_the_sweep_and_runs_last() {
+        let c = Card::parse(
+            "name='c'\n[soak]\nduration_s=90\n[sweep]\nmin_bytes='1M'\nmax_bytes='4M'\n[probe]\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.phases(), vec!["probe", "sweep", "soak"]);
+        let k = c.soak.as_ref().unwrap();
+        assert_eq!(k.size(c.sweep.as_ref()), Some(Bytes(4 << 20)));
+        assert_eq!(k.criteria, SoakCriteria::default());
+        assert_eq!(k.bound_s(), 690.0);
+        let e = |text: &str| Card::parse(text, "c.toml").unwrap_err().to_string();
+        assert_eq!(
+            e("name='c'\n[soak]\nduration_s=90\n"),
+            "c.toml: soak.bytes: required without a [sweep] section (the message size of every pass)"
+        );
+        assert_eq!(
+            e("name='c'\n[soak]\nduration_s=0\nbytes='1M'\n"),
+            "c.toml:3: soak.duration_s: 0 must be a positive number of seconds"
+        );
+        assert_eq!(
+            e("name='c'\n[soak]\nduration_s=9\nbytes='1M'\n[soak.criteria]\nmax_drift=1.5\n"),
+            "c.toml:6: soak.criteria.max_drift: 1.5 must be a fraction in (0, 1] (0.9 = 90%)"
+        );
+        assert!(
+            e("name='c'\n[soak]\nduration_s=9\nbytes='1M'\ntiers=['nvlink']\n")
+                .starts_with("c.toml:5: soak.tiers: unknown tier 'nvlink'")
+        );
     }
 
     #[test]

@@ -198,9 +198,12 @@ fn kill_and_hang_under_plain_mpirun_recover_with_parity_and_name_the_hung_rank()
     let _s = serial();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("c");
+    let prom = dir.path().join("chaos.prom");
     let r = chaos(
         &mpirun_launch(),
         &[
+            "--metrics-file",
+            prom.to_str().unwrap(),
             "--fault",
             "kill,hang",
             "--kind-order",
@@ -238,6 +241,41 @@ fn kill_and_hang_under_plain_mpirun_recover_with_parity_and_name_the_hung_rank()
         "summary table:\n{}",
         r.stdout
     );
+    // The supervisor's metrics file: one trial of each fault, both recovered, no
+    // hang, and the latest recovery time of each fault as chaos.json has it.
+    let fams = &prom_parse(&[prom])[0];
+    let mut trials: Vec<(String, String, f64)> = prom_samples(fams, "burnin_chaos_trials_total")
+        .iter()
+        .map(|x| {
+            let l = &x["labels"];
+            let label = |k: &str| l[k].as_str().unwrap().to_string();
+            (
+                label("fault"),
+                label("outcome"),
+                x["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    trials.sort_by(|a, b| a.0.cmp(&b.0));
+    let fault = |t: &Value| t["fault"].as_str().unwrap().to_string();
+    let mut want: Vec<(String, String, f64)> = rep["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (fault(t), t["outcome"].as_str().unwrap().to_string(), 1.0))
+        .collect();
+    want.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(trials, want, "{fams:?}");
+    assert_eq!(prom_value(fams, "burnin_chaos_recoveries_total"), 2.0);
+    assert_eq!(prom_value(fams, "burnin_chaos_hangs_total"), 0.0);
+    for t in rep["trials"].as_array().unwrap() {
+        let g: Vec<f64> = prom_samples(fams, "burnin_chaos_recovery_seconds")
+            .iter()
+            .filter(|x| x["labels"]["fault"] == t["fault"])
+            .map(|x| x["value"].as_f64().unwrap())
+            .collect();
+        assert_eq!(g, vec![f(&t["times"]["total_recovery_s"])], "{t}");
+    }
 }
 
 #[test]

@@ -16,64 +16,6 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Parse each text with prometheus_client's parser; per text, its families as
-/// `{"name", "type", "samples": [{"name", "labels", "value"}]}`. A text it refuses
-/// fails the test with the parser's error.
-const PARSE: &str = r#"
-import json, math, sys
-from prometheus_client.parser import text_string_to_metric_families
-out = []
-for path in sys.argv[1:]:
-    text = open(path).read()
-    fams = []
-    for f in text_string_to_metric_families(text):
-        fams.append({"name": f.name, "type": f.type, "samples": [
-            {"name": s.name, "labels": s.labels,
-             "value": s.value if math.isfinite(s.value) else str(s.value)}
-            for s in f.samples]})
-    out.append(fams)
-print(json.dumps(out))
-"#;
-
-fn python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    assert!(venv.exists(), "no {} (run launch/setup)", venv.display());
-    venv
-}
-
-/// The parsed families of each file, in order.
-fn parse(files: &[PathBuf]) -> Vec<Vec<Value>> {
-    let mut c = Command::new(python());
-    c.arg("-c").arg(PARSE).args(files);
-    let r = run_bounded(c, Duration::from_secs(60));
-    assert_eq!(
-        r.code,
-        Some(0),
-        "prometheus_client refused a file: {}",
-        r.all()
-    );
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f.as_array().unwrap().clone())
-        .collect()
-}
-
-/// The samples named `name` (a sample's name: counters end in `_total`).
-fn samples<'a>(fams: &'a [Value], name: &str) -> Vec<&'a Value> {
-    fams.iter()
-        .flat_map(|f| f["samples"].as_array().unwrap())
-        .filter(|s| s["name"] == name)
-        .collect()
-}
-
-fn value(fams: &[Value], name: &str) -> f64 {
-    let v = samples(fams, name);
-    assert_eq!(v.len(), 1, "one {name}: {fams:?}");
-    v[0]["value"].as_f64().unwrap()
-}
-
 /// Prometheus' naming conventions, as burnin follows them: `burnin_` prefix, snake
 /// case, base units, counters' samples end in `_total`, each family once.
 fn follows_conventions(fams: &[Value]) {
@@ -163,12 +105,12 @@ fn a_sweep_writes_a_file_prometheus_parses_mid_run_and_at_the_end_with_the_recor
 
     // Every copy read while the job ran parses, and some show it part-way.
     assert!(taken.len() >= 2, "copies while running: {}", taken.len());
-    let mid = parse(&taken);
+    let mid = prom_parse(&taken);
     let mut part_way = 0;
     for fams in &mid {
         follows_conventions(fams);
-        assert_eq!(samples(fams, "burnin_info").len(), 1, "{fams:?}");
-        let done: f64 = samples(fams, "burnin_sweep_points_total")
+        assert_eq!(prom_samples(fams, "burnin_info").len(), 1, "{fams:?}");
+        let done: f64 = prom_samples(fams, "burnin_sweep_points_total")
             .iter()
             .map(|s| s["value"].as_f64().unwrap())
             .sum();
@@ -179,29 +121,29 @@ fn a_sweep_writes_a_file_prometheus_parses_mid_run_and_at_the_end_with_the_recor
     assert!(part_way >= 1, "no copy taken part-way through the sweep");
 
     // The file it left: the whole sweep, value for value.
-    let fams = &parse(std::slice::from_ref(&prom))[0];
+    let fams = &prom_parse(std::slice::from_ref(&prom))[0];
     follows_conventions(fams);
-    let info = samples(fams, "burnin_info");
+    let info = prom_samples(fams, "burnin_info");
     assert_eq!(info[0]["labels"]["command"], "sweep", "{info:?}");
     assert_eq!(info[0]["labels"]["rank"], "0");
     assert_eq!(info[0]["labels"]["ranks"], "2");
     assert_eq!(info[0]["value"], 1.0);
-    let phase = samples(fams, "burnin_phase_info");
+    let phase = prom_samples(fams, "burnin_phase_info");
     assert_eq!(phase.len(), 1, "one phase now: {phase:?}");
     assert_eq!(phase[0]["labels"]["phase"], "done");
-    let total: f64 = samples(fams, "burnin_sweep_points_total")
+    let total: f64 = prom_samples(fams, "burnin_sweep_points_total")
         .iter()
         .map(|s| s["value"].as_f64().unwrap())
         .sum();
     assert_eq!(total, points.len() as f64);
-    assert_eq!(value(fams, "burnin_wrong_elements_total"), 0.0);
+    assert_eq!(prom_value(fams, "burnin_wrong_elements_total"), 0.0);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    let updated = value(fams, "burnin_updated_timestamp_seconds");
+    let updated = prom_value(fams, "burnin_updated_timestamp_seconds");
     assert!((now - updated).abs() < 300.0, "{updated} vs {now}");
-    let busbw = samples(fams, "burnin_busbw_gigabytes_per_second");
+    let busbw = prom_samples(fams, "burnin_busbw_gigabytes_per_second");
     let mut keys = BTreeSet::new();
     for p in points.iter().rev() {
         let key = (
@@ -227,7 +169,7 @@ fn a_sweep_writes_a_file_prometheus_parses_mid_run_and_at_the_end_with_the_recor
             .collect();
         assert_eq!(m.len(), 1, "{key:?} in {busbw:?}");
         assert_eq!(m[0]["value"].as_f64(), p["busbw_gbps"].as_f64(), "{key:?}");
-        let size: Vec<&Value> = samples(fams, "burnin_message_size_bytes")
+        let size: Vec<&Value> = prom_samples(fams, "burnin_message_size_bytes")
             .into_iter()
             .filter(|s| s["labels"] == m[0]["labels"])
             .collect();
@@ -274,24 +216,27 @@ fn training_reports_its_latest_step_and_checkpoint_rate() {
     assert_eq!(r.code, Some(0), "{}", r.all());
     let steps = jsonl(&out.join("steps.jsonl"));
     let last = steps.last().unwrap();
-    let fams = &parse(&[prom])[0];
+    let fams = &prom_parse(&[prom])[0];
     follows_conventions(fams);
     assert_eq!(
-        samples(fams, "burnin_info")[0]["labels"]["command"],
+        prom_samples(fams, "burnin_info")[0]["labels"]["command"],
         "train"
     );
-    assert_eq!(value(fams, "burnin_train_step"), 12.0);
-    assert_eq!(value(fams, "burnin_train_steps_total"), steps.len() as f64);
+    assert_eq!(prom_value(fams, "burnin_train_step"), 12.0);
     assert_eq!(
-        value(fams, "burnin_train_loss"),
+        prom_value(fams, "burnin_train_steps_total"),
+        steps.len() as f64
+    );
+    assert_eq!(
+        prom_value(fams, "burnin_train_loss"),
         last["loss"].as_f64().unwrap()
     );
     assert_eq!(
-        value(fams, "burnin_train_step_seconds"),
+        prom_value(fams, "burnin_train_step_seconds"),
         last["step_s"].as_f64().unwrap()
     );
-    assert_eq!(value(fams, "burnin_checkpoints_written_total"), 2.0);
-    assert!(value(fams, "burnin_checkpoint_write_gigabytes_per_second") > 0.0);
+    assert_eq!(prom_value(fams, "burnin_checkpoints_written_total"), 2.0);
+    assert!(prom_value(fams, "burnin_checkpoint_write_gigabytes_per_second") > 0.0);
 }
 
 #[test]
@@ -362,29 +307,29 @@ fn an_acceptance_run_writes_its_own_families_and_the_running_jobs_once_each() {
     assert!(r.code == Some(0) || r.code == Some(1), "{}", r.all());
     let acc: Value =
         serde_json::from_slice(&std::fs::read(out.join("acceptance.json")).unwrap()).unwrap();
-    let fams = &parse(&[prom, out.join("metrics/sweep.prom")]);
+    let fams = &prom_parse(&[prom, out.join("metrics/sweep.prom")]);
     let (merged, sweep) = (&fams[0], &fams[1]);
     follows_conventions(merged);
-    let info = samples(merged, "burnin_acceptance_info");
+    let info = prom_samples(merged, "burnin_acceptance_info");
     assert_eq!(info[0]["labels"]["command"], "run", "{info:?}");
     for phase in ["probe", "sweep"] {
-        let jobs: Vec<&Value> = samples(merged, "burnin_acceptance_jobs_total")
+        let jobs: Vec<&Value> = prom_samples(merged, "burnin_acceptance_jobs_total")
             .into_iter()
             .filter(|s| s["labels"]["phase"] == phase)
             .collect();
         assert_eq!(jobs.len(), 1, "{phase}: {merged:?}");
         assert_eq!(jobs[0]["labels"]["status"], "passed", "{}", r.all());
     }
-    let passed = value(merged, "burnin_acceptance_passed");
+    let passed = prom_value(merged, "burnin_acceptance_passed");
     assert_eq!(passed == 1.0, acc["outcome"] == "pass", "{acc}");
     // The last job's file, copied in whole after the run's own families.
     assert_eq!(
-        samples(merged, "burnin_info")[0]["labels"]["command"],
+        prom_samples(merged, "burnin_info")[0]["labels"]["command"],
         "sweep"
     );
     assert_eq!(
-        samples(merged, "burnin_busbw_gigabytes_per_second"),
-        samples(sweep, "burnin_busbw_gigabytes_per_second")
+        prom_samples(merged, "burnin_busbw_gigabytes_per_second"),
+        prom_samples(sweep, "burnin_busbw_gigabytes_per_second")
     );
     let argv = acc["jobs"][1]["argv"].as_array().unwrap();
     assert!(argv.iter().any(|a| a == "--metrics-file"), "{argv:?}");

@@ -242,3 +242,134 @@ fn a_driver_without_events_passes_but_says_xids_were_not_watched() {
         assert!(why.contains("XID events not watched"), "{why}");
     }
 }
+
+#[test]
+fn a_soak_keeps_each_gpus_temperature_clock_and_throttle_on_its_timeline_and_in_the_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("soak");
+    let prom = dir.path().join("soak.prom");
+    let counts = dir.path().join("counts");
+    std::fs::create_dir_all(&counts).unwrap();
+    let mut c = mpirun_cmd(2);
+    twin().env(&mut c, &counts);
+    // GPU 0 (rank 0's, the one rank 0's metrics file shows) hot and in HW slowdown
+    // for the whole soak.
+    c.env("TWIN_GPUS", "2").env(
+        "TWIN_NVML_HEALTH",
+        "gpu=0:throttle=hw_slowdown,temp_c=91,sm_mhz=1200",
+    );
+    c.arg(bin()).args([
+        "--metrics-file",
+        prom.to_str().unwrap(),
+        "--metrics-every",
+        "0.2",
+        "sweep",
+        "--backend",
+        "nccl",
+        "-c",
+        "all_reduce",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--tiers",
+        "world",
+        "--duration",
+        "4s",
+        // The twin's times are not measurements: a drift bound no loaded runner
+        // reaches keeps the verdict on what NVML said.
+        "--max-drift",
+        "0.01",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = run_bounded(c, Duration::from_secs(120));
+    assert_no_panic(&r);
+    assert!(!r.timed_out, "{}", r.all());
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let run: Value = serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+    let soak = &run["soak"];
+    assert!(soak.get("gpu_note").is_none(), "{soak}");
+    let gpus = soak["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 2, "{soak}");
+    for (rank, g) in gpus.iter().enumerate() {
+        assert_eq!(g["rank"], rank);
+        assert_eq!(g["host"], host());
+        assert!(g["error"].is_null(), "{g}");
+        let n = g["unix"].as_array().unwrap().len();
+        // 1 s apart over 4 s, plus the first at the start.
+        assert!(n >= 3, "{g}");
+        for k in ["temp_c", "sm_mhz", "throttled"] {
+            assert_eq!(g[k].as_array().unwrap().len(), n, "{k}: {g}");
+        }
+        let (temp, sm, share) = if rank == 0 {
+            (91, 1200, 1.0)
+        } else {
+            (45, 1980, 0.0)
+        };
+        assert!(g["temp_c"].as_array().unwrap().iter().all(|t| t == temp));
+        assert_eq!(g["temp_c_max"], temp);
+        assert_eq!(g["sm_mhz_min"], sm);
+        assert_eq!(g["throttled_share"].as_f64(), Some(share), "{g}");
+        assert_eq!(g["first_throttled_unix"].is_number(), rank == 0, "{g}");
+    }
+    // The points' times and the samples' share one clock.
+    let first_point = run["points"][0]["unix"].as_f64().unwrap();
+    let first_sample = gpus[0]["unix"][0].as_f64().unwrap();
+    assert!((first_point - first_sample).abs() < 10.0);
+
+    // The metrics file (rank 0's): its GPU as NVML last read it.
+    let fams = &prom_parse(&[prom])[0];
+    let temps: Vec<(String, f64)> = prom_samples(fams, "burnin_gpu_temperature_celsius")
+        .iter()
+        .map(|x| {
+            assert_eq!(x["labels"]["host"], host().as_str());
+            (
+                x["labels"]["gpu"].as_str().unwrap().to_string(),
+                x["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(temps, vec![("0".to_string(), 91.0)]);
+    let clocks: Vec<f64> = prom_samples(fams, "burnin_gpu_sm_clock_hertz")
+        .iter()
+        .map(|x| x["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(clocks, vec![1.2e9], "{fams:?}");
+
+    // The report: the GPU table and both charts.
+    let rep = run_bounded(
+        {
+            let mut c = std::process::Command::new(bin());
+            c.args(["report", out.to_str().unwrap()]);
+            c
+        },
+        Duration::from_secs(60),
+    );
+    assert_eq!(rep.code, Some(0), "{}", rep.all());
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("GPUs over the soak (NVML, every rank's GPU): 2 sampled, 1 throttled"),
+        "{md}"
+    );
+    // The throttled GPU's row first: 100% throttled.
+    let row = md
+        .lines()
+        .find(|l| l.starts_with(&format!("| {} | ", host())))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(
+        row.starts_with(&format!("| {} | 0 |", host())) && row.contains("| 91 | 1200 | 100% |"),
+        "{row}"
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    for title in [
+        "GPU temperature over the soak",
+        "GPU SM clock over the soak",
+    ] {
+        assert!(html.contains(title), "no chart '{title}'");
+    }
+}

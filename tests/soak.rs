@@ -1,7 +1,8 @@
 //! `burnin sweep --duration` on the simulated cluster (network namespaces, tc-shaped
-//! veths, real mpirun): a healthy 90-second soak passes; in a second one the test
-//! lowers node2's link rate half-way (`sim-cluster shape`), and the drift verdict
-//! fails naming node2 and when it began. Needs root and network namespaces; where they
+//! veths, real mpirun): a healthy 90-second soak passes; in a second one, the
+//! `[soak]` phase of a card under `burnin run`, the test lowers node2's link rate
+//! half-way (`sim-cluster shape`), and the drift criterion fails naming node2 and
+//! when it began. Needs root and network namespaces; where they
 //! are refused the test says so and returns (CI runs as root).
 mod common;
 use common::*;
@@ -63,6 +64,31 @@ fn soak_cmd(out: &Path) -> std::process::Command {
     ])
 }
 
+/// A card of one phase, the soak, on this test's cluster: one size, the same tiers.
+const SOAK_CARD: &str = r#"name = "soak"
+launch = "launch/sim-cluster exec --"
+backend = "mpi"
+step_timeout_s = 60
+[soak]
+duration_s = 90
+bytes = "4M"
+tiers = ["world", "pairs"]
+iters = 5
+args = ["-w", "1", "--placement", "out", "--outlier-fraction", "0.5", "--no-transport"]
+[soak.criteria]
+max_drift = 0.7
+max_pass_cv = 5.0
+"#;
+
+fn soak_run(card: &Path, out: &Path) -> std::process::Command {
+    let mut c = std::process::Command::new(bin());
+    c.args(["run", "--card", card.to_str().unwrap()])
+        .args(["--out", out.to_str().unwrap()])
+        .env("BURNIN_SIM_PREFIX", SIM.prefix)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    c
+}
+
 fn run_json(out: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(out.join("run.json")).expect("run.json")).expect("json")
 }
@@ -109,9 +135,12 @@ fn a_healthy_soak_passes_and_a_link_slowed_half_way_fails_on_drift_naming_its_no
     assert!(pts.iter().all(|p| p["unix"].as_f64().unwrap() > 1.0e9));
     assert!(r.stdout.contains("# soak: PASS"), "{}", r.stdout);
 
-    // The same soak; half-way, node2's link drops from 2 to 0.4 Gbit/s.
+    // The card's soak; half-way, node2's link drops from 2 to 0.4 Gbit/s.
+    let card = dir.path().join("soak.toml");
+    std::fs::write(&card, SOAK_CARD).unwrap();
     let slowed = dir.path().join("slowed");
-    let soak = std::thread::spawn(move || run_bounded(soak_cmd(&slowed), limit));
+    let cmd = soak_run(&card, &slowed);
+    let soak = std::thread::spawn(move || run_bounded(cmd, limit));
     std::thread::sleep(Duration::from_secs(SOAK_S / 2));
     let shaped_at = unix_now();
     let sh = run_bounded(
@@ -122,9 +151,35 @@ fn a_healthy_soak_passes_and_a_link_slowed_half_way_fails_on_drift_naming_its_no
     let r = soak.join().unwrap();
     assert!(!r.timed_out, "{}", r.all());
     assert_eq!(r.code, Some(1), "{}", r.all());
-    let line = "# soak: drift FAIL: suspect node2: in every one of the ";
-    assert!(r.stdout.contains(line), "{}", r.stdout);
-    let run = run_json(&dir.path().join("slowed"));
+    assert!(r.stdout.contains("# verdict: FAIL"), "{}", r.stdout);
+    let slowed = dir.path().join("slowed");
+    let acc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(slowed.join("acceptance.json")).unwrap()).unwrap();
+    let verdict = |id: &str| {
+        acc["criteria"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {acc}"))
+            .clone()
+    };
+    assert_eq!(verdict("soak.complete")["status"], "pass", "{acc}");
+    assert_eq!(verdict("soak.zero_wrong")["status"], "pass", "{acc}");
+    assert_eq!(verdict("soak.pass_cv")["status"], "pass", "{acc}");
+    let drift = verdict("soak.drift");
+    assert_eq!(drift["status"], "fail", "{drift}");
+    let why = drift["detail"].as_str().unwrap();
+    assert!(why.ends_with("; suspect: node2"), "{why}");
+    // "... the drop began N s into the soak": about half-way.
+    let began: f64 = why
+        .split("the drop began ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{why}"));
+    assert!(began > 20.0 && began < 75.0, "{why}");
+    let run = run_json(&slowed.join("soak"));
     let s = &run["soak"];
     assert_eq!(s["pass"], false);
     assert_eq!(s["suspects"], serde_json::json!(["node2"]), "{s}");
@@ -146,7 +201,6 @@ fn a_healthy_soak_passes_and_a_link_slowed_half_way_fails_on_drift_naming_its_no
         );
     }
     // burnin report renders the soak: the table, the suspect, a timeline per tier.
-    let slowed = dir.path().join("slowed");
     let rep = run_bounded(
         {
             let mut c = std::process::Command::new(bin());
@@ -157,7 +211,7 @@ fn a_healthy_soak_passes_and_a_link_slowed_half_way_fails_on_drift_naming_its_no
     );
     assert_eq!(rep.code, Some(0), "{}", rep.all());
     let md = std::fs::read_to_string(slowed.join("report.md")).unwrap();
-    assert!(md.contains("### Soak"), "{md}");
+    assert!(md.contains("## Soak"), "{md}");
     assert!(
         md.contains("Suspect: node2 (in every drifting group)."),
         "{md}"

@@ -399,6 +399,11 @@ pub trait Backend {
     ) -> Result<Vec<f64>>;
     /// Versions and devices, for provenance ("Open MPI v4.1.4", "NCCL 2.28.9").
     fn describe(&self) -> String;
+    /// The PCI bus id of this rank's GPU, when the backend runs on one (NVML finds
+    /// the GPU by it).
+    fn pci_bus_id(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Decide the backend for the job: every rank checks its own GPU and NCCL, the

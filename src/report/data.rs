@@ -476,6 +476,9 @@ pub struct RunData {
     pub train_part: Option<TrainData>,
     pub train_resume: Option<TrainData>,
     pub chaos: Option<ChaosData>,
+    /// The soak phase of an acceptance run (`soak/`; a bare `sweep --duration` folder
+    /// is its `sweep`: see [`RunData::soaked`]).
+    pub soak: Option<SweepData>,
     /// The GPU health phase.
     pub gpu: Option<GpuData>,
     /// What could not be read, as notes for the report.
@@ -713,6 +716,10 @@ impl RunData {
             (None, None)
         };
         let chaos = load_chaos(&sub("chaos"))?;
+        let soak = match &acceptance {
+            Some(_) => load_sweep(&dir.join("soak"), &mut notes)?,
+            None => None,
+        };
         let after = dir.join("gpu-after");
         let gpu = load_gpu(
             &sub("gpu"),
@@ -740,9 +747,21 @@ impl RunData {
             train_part,
             train_resume,
             chaos,
+            soak,
             gpu,
             notes,
         })
+    }
+
+    /// The soak: the acceptance's soak phase, else a bare sweep that soaked.
+    pub fn soaked(&self) -> Option<&SweepData> {
+        match &self.acceptance {
+            Some(_) => self.soak.as_ref(),
+            None => self.sweep.as_ref().filter(|s| {
+                s.report.as_ref().is_some_and(|r| r.soak.is_some())
+                    || s.points.iter().any(|p| p.pass > 0)
+            }),
+        }
     }
 
     /// The card the run was judged by (None for a bare workload folder).

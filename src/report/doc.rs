@@ -137,6 +137,10 @@ pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
         d.h(2, "Chaos");
         chaos_section(&mut d, data, charts);
     }
+    if data.card().is_some_and(|c| c.soak.is_some()) {
+        d.h(2, "Soak");
+        super::soak::phase_section(&mut d, data, charts);
+    }
     if let Some(spec) = data.card().and_then(|c| c.cost.as_ref()) {
         d.h(2, "Cost");
         cost_section(&mut d, data, spec);
@@ -619,6 +623,7 @@ fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
     sweep_findings(d, s, &crit, &v.analysis, &judged);
     tier_table(d, &v.analysis);
     if let Some(soak) = s.report.as_ref().and_then(|r| r.soak.as_ref()) {
+        d.h(3, "Soak");
         super::soak::section(d, soak, charts);
     }
     if let Some(t) = s.report.as_ref().and_then(|r| r.transport.as_ref()) {

@@ -22,7 +22,7 @@ use crate::topology::file::Topology;
 use crate::units::Bytes;
 
 /// Where a job stands, as far as its criteria are concerned.
-enum Gate {
+pub(super) enum Gate {
     /// It ran (or there is no record of jobs: a bare folder), judge what it measured.
     Judge,
     /// It crashed: its criteria fail.
@@ -31,7 +31,7 @@ enum Gate {
     NotRun(String),
 }
 
-fn gate(data: &RunData, job: &str) -> Gate {
+pub(super) fn gate(data: &RunData, job: &str) -> Gate {
     let Some(acc) = &data.acceptance else {
         return Gate::Judge;
     };
@@ -59,7 +59,7 @@ fn gate(data: &RunData, job: &str) -> Gate {
 }
 
 /// Apply the gate of `job` to a criterion judged on what was measured.
-fn gated(g: &Gate, mut c: Criterion) -> Criterion {
+pub(super) fn gated(g: &Gate, mut c: Criterion) -> Criterion {
     match g {
         Gate::Judge => c,
         Gate::Crashed(why) => {
@@ -80,7 +80,7 @@ fn gated(g: &Gate, mut c: Criterion) -> Criterion {
     }
 }
 
-fn crit(id: &str, phase: &str, what: String, threshold: String) -> Criterion {
+pub(super) fn crit(id: &str, phase: &str, what: String, threshold: String) -> Criterion {
     Criterion {
         id: id.into(),
         phase: phase.into(),
@@ -149,6 +149,28 @@ pub fn default_card(data: &RunData) -> Card {
             timeout_s: None,
             criteria: ChaosCriteria::default(),
         }),
+        soak: data.soaked().map(|s| soak_defaults(s.report.as_ref())),
+    }
+}
+
+/// A bare soak's criteria: the thresholds it ran with.
+fn soak_defaults(r: Option<&crate::results::sweep::SweepReport>) -> crate::card::SoakSpec {
+    let soak = r.and_then(|r| r.soak.as_ref());
+    crate::card::SoakSpec {
+        duration_s: soak.map(|s| s.duration_s).unwrap_or(1.0),
+        bytes: None,
+        collectives: None,
+        tiers: None,
+        budget_s: None,
+        iters: None,
+        dtype: None,
+        args: vec![],
+        timeout_s: None,
+        criteria: crate::card::SoakCriteria {
+            max_drift: soak.map(|s| s.max_drift).unwrap_or(0.9),
+            max_pass_cv: soak.and_then(|s| s.max_pass_cv),
+            zero_wrong: true,
+        },
     }
 }
 
@@ -177,6 +199,9 @@ pub fn judge(data: &RunData) -> Vec<Criterion> {
     }
     if let Some(c) = &card.chaos {
         out.extend(judge_chaos(data, &c.criteria));
+    }
+    if let Some(k) = &card.soak {
+        out.extend(super::soak::judge(data, &k.criteria));
     }
     out
 }

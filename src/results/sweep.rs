@@ -238,6 +238,46 @@ pub struct Soak {
     pub suspects: Vec<String>,
     /// No series drifted or varied past its bound and no element was wrong.
     pub pass: bool,
+    /// Each rank's GPU over the soak, from NVML (NCCL backend; empty without GPUs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<SoakGpu>,
+    /// Why GPUs were not sampled, or what NVML failed to give ("MPI backend: no GPU").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_note: Option<String>,
+}
+
+/// One rank's GPU over a soak: NVML samples on the busbw timeline, so a drop can be
+/// read against a throttle or a hot GPU.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct SoakGpu {
+    /// World rank that sampled it.
+    pub rank: usize,
+    /// Its host.
+    pub host: String,
+    /// The GPU's PCI bus id.
+    pub pci_bus_id: String,
+    /// When each sample was taken (Unix seconds).
+    pub unix: Vec<f64>,
+    /// Temperature per sample, °C (null where NVML gave none).
+    pub temp_c: Vec<Option<u32>>,
+    /// SM clock per sample, MHz.
+    pub sm_mhz: Vec<Option<u32>>,
+    /// Whether a throttle reason (thermal, HW slowdown, power brake, sync boost) was
+    /// set, per sample.
+    pub throttled: Vec<Option<bool>>,
+    /// Highest temperature seen, °C.
+    pub temp_c_max: Option<u32>,
+    /// Lowest SM clock seen, MHz.
+    pub sm_mhz_min: Option<u32>,
+    /// Share of the samples with a throttle reason (0..1).
+    pub throttled_share: f64,
+    /// The first throttled sample (Unix seconds).
+    pub first_throttled_unix: Option<f64>,
+    /// Critical XID events heard during the soak.
+    pub xids: Vec<crate::results::gpu::XidEvent>,
+    /// What NVML failed to give on this rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One series of a soak: the same measurement, pass after pass.

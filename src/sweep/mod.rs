@@ -926,6 +926,7 @@ pub fn run(
             .map_err(|e| agreed(e.context(format!("for groups of {n} ranks"))))?;
     }
     let stack = be_world.describe();
+    let gpu_bus = be_world.pci_bus_id();
     drop(be_world);
     let bisect_plan = find_slow::bisect_plan(&plan);
     let mut run = TierRun {
@@ -943,6 +944,7 @@ pub fn run(
             pass: 0,
         },
         comms: Vec::new(),
+        gpu_bus,
     };
     let provenance = Provenance::collect(world, &why, &stack);
     // Every NCCL communicator this rank creates, in order: the n-th of its NCCL log.
@@ -962,9 +964,9 @@ pub fn run(
     if sink.progress {
         eprintln!();
     }
-    let soak = soak_clock.map(|(clock, t0)| {
+    let soak = soak_clock.map(|(clock, t0, gpus)| {
         let hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
-        let s = soak::analyze(
+        let mut s = soak::analyze(
             &sink.points,
             args.duration.unwrap_or(0.0),
             clock.elapsed_s(),
@@ -972,6 +974,8 @@ pub fn run(
             args.max_pass_cv,
             &hosts,
         );
+        s.gpu_note = soak::gpu_note(kind, &gpus);
+        s.gpus = gpus;
         (s, t0)
     });
     let ends = Ends {
@@ -1017,6 +1021,9 @@ fn group_sizes(tiers: &[topology::Tier]) -> Vec<usize> {
     sizes
 }
 
+/// A soak's clock, its start (Unix seconds) and, on rank 0, every rank's GPU.
+type Soaked = (soak::Clock, f64, Vec<crate::results::sweep::SoakGpu>);
+
 /// What measuring the tiers needs and gathers.
 struct TierRun<'a> {
     world: &'a World,
@@ -1031,6 +1038,8 @@ struct TierRun<'a> {
     sink: Sink,
     /// Every NCCL communicator this rank created, in order.
     comms: Vec<CommRecord>,
+    /// This rank's GPU (NCCL backend), which a soak samples with NVML.
+    gpu_bus: Option<String>,
 }
 
 impl TierRun<'_> {
@@ -1045,9 +1054,10 @@ impl TierRun<'_> {
     }
 
     /// Every tier once, or with `--duration` pass after pass until the time is up
-    /// (rank 0 decides whether another pass fits; every rank follows). The soak's
-    /// clock and start time (Unix seconds) when soaking.
-    fn passes(&mut self, tiers: &[topology::Tier]) -> Result<Option<(soak::Clock, f64)>> {
+    /// (rank 0 decides whether another pass fits; every rank follows), while NVML
+    /// samples this rank's GPU. rank 0 gets the soak's clock, its start and every
+    /// rank's GPU timeline.
+    fn passes(&mut self, tiers: &[topology::Tier]) -> Result<Option<Soaked>> {
         let Some(d) = self.args.duration else {
             for tier in tiers {
                 self.tier(tier)?;
@@ -1056,7 +1066,36 @@ impl TierRun<'_> {
         };
         soak::validate(self.args.max_drift, self.args.max_pass_cv)
             .map_err(|e| anyhow::Error::new(Agreed(format!("{e:#}"))))?;
+        let bus = self.gpu_bus.clone();
+        let opened = bus.as_deref().map(crate::health::nvml::NvmlGpu::open);
+        let gpu = opened.as_ref().and_then(|g| g.as_ref().ok());
+        let stage = crate::health::nvml::Stage::new("soak", gpu);
         let t0 = crate::watchdog::unix_seconds(std::time::SystemTime::now());
+        let w = crate::health::nvml::watch(soak::sample_period(d), &stage, || {
+            self.soak_passes(tiers, d)
+        });
+        let clock = w.value?;
+        if bus.is_none() {
+            return Ok(Some((clock, t0, Vec::new())));
+        }
+        let error = match &opened {
+            Some(Err(e)) => Some(e.clone()),
+            _ => w.error.clone(),
+        };
+        let host = self.world.host_of(self.world.rank).to_string();
+        let mine = soak::gpu_timeline(
+            (self.world.rank, &host, bus.as_deref().unwrap_or_default()),
+            t0,
+            &w.samples,
+            w.xids,
+            error,
+        );
+        let all = self.world.gather_json(&mine)?.unwrap_or_default();
+        Ok(Some((clock, t0, all)))
+    }
+
+    /// The soak's passes, until the clock says no other fits.
+    fn soak_passes(&mut self, tiers: &[topology::Tier], d: f64) -> Result<soak::Clock> {
         let mut clock = soak::Clock::start(d);
         let mut said: Option<std::time::Instant> = None;
         loop {
@@ -1078,7 +1117,7 @@ impl TierRun<'_> {
             }
             let again: bool = self.world.broadcast_json(Some(&again))?;
             if !again {
-                return Ok(Some((clock, t0)));
+                return Ok(clock);
             }
             self.sink.pass += 1;
             crate::metrics::gauge(

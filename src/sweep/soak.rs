@@ -5,7 +5,8 @@
 //! largest size) is judged: drift (last quarter of the passes against the first),
 //! variability over the passes, and every wrong element with its time and rank.
 use crate::kinds::TierKind;
-use crate::results::sweep::{Point, Soak, SoakSeries, WrongSeen};
+use crate::results::gpu::{Sample, XidEvent, THROTTLE_MASK};
+use crate::results::sweep::{Point, Soak, SoakGpu, SoakSeries, WrongSeen};
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -22,6 +23,65 @@ pub fn validate(max_drift: f64, max_pass_cv: Option<f64>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// How often a soak samples its GPU with NVML: about 300 samples over the soak, 1 to
+/// 60 s apart (hours of soak on thousands of GPUs stay a readable run.json).
+pub fn sample_period(duration_s: f64) -> Duration {
+    Duration::from_secs_f64((duration_s / 300.0).clamp(1.0, 60.0))
+}
+
+/// What one rank's GPU looked like over the soak: its samples (`t_s` counted from
+/// `start_unix`) as a timeline, with the extremes and the throttling.
+pub fn gpu_timeline(
+    who: (usize, &str, &str),
+    start_unix: f64,
+    samples: &[Sample],
+    xids: Vec<XidEvent>,
+    error: Option<String>,
+) -> SoakGpu {
+    let (rank, host, bus) = who;
+    let throttled: Vec<Option<bool>> = samples
+        .iter()
+        .map(|s| s.reasons.map(|r| r & THROTTLE_MASK != 0))
+        .collect();
+    let known = throttled.iter().flatten().count();
+    let held = throttled.iter().flatten().filter(|t| **t).count();
+    SoakGpu {
+        rank,
+        host: host.into(),
+        pci_bus_id: bus.into(),
+        unix: samples.iter().map(|s| start_unix + s.t_s).collect(),
+        temp_c: samples.iter().map(|s| s.temp_c).collect(),
+        sm_mhz: samples.iter().map(|s| s.sm_mhz).collect(),
+        temp_c_max: samples.iter().filter_map(|s| s.temp_c).max(),
+        sm_mhz_min: samples.iter().filter_map(|s| s.sm_mhz).min(),
+        throttled_share: if known == 0 {
+            0.0
+        } else {
+            held as f64 / known as f64
+        },
+        first_throttled_unix: samples
+            .iter()
+            .zip(&throttled)
+            .find(|(_, t)| **t == Some(true))
+            .map(|(s, _)| start_unix + s.t_s),
+        throttled,
+        xids,
+        error,
+    }
+}
+
+/// Why the soak has no GPU timeline, or which ranks' NVML failed.
+pub fn gpu_note(kind: crate::backend::BackendKind, gpus: &[SoakGpu]) -> Option<String> {
+    if kind != crate::backend::BackendKind::Nccl {
+        return Some(format!("{kind} backend: no GPU to sample"));
+    }
+    let failed: Vec<String> = gpus
+        .iter()
+        .filter_map(|g| Some(format!("rank {}: {}", g.rank, g.error.as_ref()?)))
+        .collect();
+    (!failed.is_empty()).then(|| failed.join("; "))
 }
 
 /// When to stop: another pass starts only while it is expected to end in time (the
@@ -249,6 +309,8 @@ pub fn analyze(
         series,
         wrong,
         pass,
+        gpus: Vec::new(),
+        gpu_note: None,
     }
 }
 

@@ -77,11 +77,14 @@ pub struct Bisection {
     floor_gbps: Option<f64>,
     best_gbps: f64,
     suspects: Vec<Vec<usize>>,
+    /// Suspects that are a hop a split cut (not groups measured slow themselves).
+    cut_hops: BTreeSet<Vec<usize>>,
     cleared: BTreeSet<usize>,
     pending: Vec<Vec<usize>>,
     /// The groups split into `pending`: (its busbw, the indices of its parts there).
     parents: Vec<(f64, std::ops::Range<usize>)>,
-    pair_groups: Vec<Vec<usize>>,
+    /// Each pair group, and whether it stands for a cut hop.
+    pair_groups: Vec<(Vec<usize>, bool)>,
     /// The pair step's (a, b, rate), judged together once every pair has run.
     pair_results: Vec<(usize, usize, f64)>,
     /// The first round of the pair step.
@@ -115,6 +118,7 @@ impl Bisection {
             floor_gbps,
             best_gbps: 0.0,
             suspects: Vec::new(),
+            cut_hops: BTreeSet::new(),
             cleared: BTreeSet::new(),
             pending: Vec::new(),
             parents: Vec::new(),
@@ -231,7 +235,9 @@ impl Bisection {
             let next = &parts[(i + 1) % parts.len()];
             if let (Some(&a), Some(&b)) = (parts[i].last(), next.first()) {
                 if a != b {
-                    self.suspects.push(vec![a.min(b), a.max(b)]);
+                    let hop = vec![a.min(b), a.max(b)];
+                    self.cut_hops.insert(hop.clone());
+                    self.suspects.push(hop);
                 }
             }
         }
@@ -256,13 +262,14 @@ impl Bisection {
                 continue;
             }
             g.sort_unstable();
+            let hop = self.cut_hops.contains(&s);
             for (r, pairs) in super::pair_rounds(g.len()).into_iter().enumerate() {
                 if rounds.len() <= r {
                     rounds.push(Vec::new());
                 }
                 rounds[r].extend(pairs.into_iter().map(|(a, b)| vec![g[a], g[b]]));
             }
-            self.pair_groups.push(g);
+            self.pair_groups.push((g, hop));
         }
         self.pair_round0 = self.finding.rounds;
         self.phase = if rounds.is_empty() {
@@ -286,7 +293,10 @@ impl Bisection {
             .iter()
             .map(|&(a, b, bw)| (a, b, bw < threshold))
             .collect();
-        for g in std::mem::take(&mut self.pair_groups) {
+        // A cut hop whose pairs are all fast is cleared when another suspect explains
+        // the slow group; a slow group whose pairs are all fast stays unresolved.
+        let mut clean: Vec<(Vec<usize>, bool)> = Vec::new();
+        for (g, hop) in std::mem::take(&mut self.pair_groups) {
             let inside = |&(a, b, _): &&(usize, usize, bool)| g.contains(a) && g.contains(b);
             let results: Vec<&(usize, usize, bool)> = judged.iter().filter(inside).collect();
             let node_slow = |x: usize| {
@@ -300,10 +310,16 @@ impl Bisection {
                 .map(|r| (r.0, r.1))
                 .collect();
             if nodes.is_empty() && links.is_empty() {
-                self.finding.unresolved.push(g.clone());
+                clean.push((g.clone(), hop));
             }
             self.finding.slow_nodes.extend(nodes);
             self.finding.slow_links.extend(links);
+        }
+        let explained = !(self.finding.slow_nodes.is_empty() && self.finding.slow_links.is_empty());
+        for (g, hop) in clean {
+            if !(hop && explained) {
+                self.finding.unresolved.push(g);
+            }
         }
         self.finding.slow_nodes.sort_unstable();
         self.finding.slow_nodes.dedup();
@@ -494,6 +510,8 @@ mod tests {
             let (f, _) = run_on_model(&m, 0.8, BYTES, 1);
             assert_eq!(f.slow_links, vec![(a, a + 1)], "n={n}: {f:?}");
             assert!(f.slow_nodes.is_empty(), "n={n}: {f:?}");
+            // The other cut hops' pairs were fast: cleared, not left unresolved.
+            assert!(f.unresolved.is_empty(), "n={n}: {f:?}");
         }
     }
 

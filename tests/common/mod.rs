@@ -2,7 +2,7 @@
 //! with a time bound, and read its output.
 #![allow(dead_code)]
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -256,4 +256,64 @@ pub fn twin() -> &'static Twin {
         drop(lock);
         Twin { lib }
     })
+}
+
+// ------------------------------------------------------------ Prometheus text format
+
+/// Parse each text with prometheus_client's parser; per text, its families as
+/// `{"name", "type", "samples": [{"name", "labels", "value"}]}`. A text it refuses
+/// fails the test with the parser's error.
+const PROM_PARSE: &str = r#"
+import json, math, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for path in sys.argv[1:]:
+    text = open(path).read()
+    fams = []
+    for f in text_string_to_metric_families(text):
+        fams.append({"name": f.name, "type": f.type, "samples": [
+            {"name": s.name, "labels": s.labels,
+             "value": s.value if math.isfinite(s.value) else str(s.value)}
+            for s in f.samples]})
+    out.append(fams)
+print(json.dumps(out))
+"#;
+
+pub fn python() -> PathBuf {
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(venv.exists(), "no {} (run launch/setup)", venv.display());
+    venv
+}
+
+/// The parsed families of each file (Prometheus text format), in order.
+pub fn prom_parse(files: &[PathBuf]) -> Vec<Vec<serde_json::Value>> {
+    let mut c = Command::new(python());
+    c.arg("-c").arg(PROM_PARSE).args(files);
+    let r = run_bounded(c, Duration::from_secs(60));
+    assert_eq!(
+        r.code,
+        Some(0),
+        "prometheus_client refused a file: {}",
+        r.all()
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_array().unwrap().clone())
+        .collect()
+}
+
+/// The samples named `name` (a sample's name: counters end in `_total`).
+pub fn prom_samples<'a>(fams: &'a [serde_json::Value], name: &str) -> Vec<&'a serde_json::Value> {
+    fams.iter()
+        .flat_map(|f| f["samples"].as_array().unwrap())
+        .filter(|s| s["name"] == name)
+        .collect()
+}
+
+pub fn prom_value(fams: &[serde_json::Value], name: &str) -> f64 {
+    let v = prom_samples(fams, name);
+    assert_eq!(v.len(), 1, "one {name}: {fams:?}");
+    v[0]["value"].as_f64().unwrap()
 }

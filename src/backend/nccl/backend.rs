@@ -882,6 +882,9 @@ impl Backend for NcclBackend {
             self.lib.version, g.index, g.name, g.pci_bus_id
         )
     }
+    fn pci_bus_id(&self) -> Option<String> {
+        Some(self.device.info.pci_bus_id.clone())
+    }
 }
 
 #[cfg(test)]
