@@ -444,6 +444,9 @@ fn soak_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
     if let Some(cv) = k.criteria.max_pass_cv {
         a.extend(["--max-pass-cv".into(), cv.to_string()]);
     }
+    if let Some(w) = k.criteria.drift_window_s {
+        a.extend(["--drift-window".into(), w.to_string()]);
+    }
     a
 }
 
@@ -1029,14 +1032,15 @@ mod tests {
         let card = Card::parse(
             "name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='4M'\ntiers=['world','pairs']\n\
              [sweep.criteria]\noutlier_fraction=0.5\n\
-             [soak]\nduration_s=90\nbudget_s=0.2\n[soak.criteria]\nmax_pass_cv=0.3\n",
+             [soak]\nduration_s=90\nbudget_s=0.2\n[soak.criteria]\nmax_pass_cv=0.3\ndrift_window_s=30\n",
             "c.toml",
         )
         .unwrap();
         assert_eq!(
             soak_args(&card, None, Path::new("/r/soak")).join(" "),
             "sweep -c all_reduce -b 4MiB -e 4MiB --tiers world,pairs --budget 0.2 \
-             --outlier-fraction 0.5 --out /r/soak --duration 90 --max-drift 0.9 --max-pass-cv 0.3"
+             --outlier-fraction 0.5 --out /r/soak --duration 90 --max-drift 0.9 --max-pass-cv 0.3 \
+             --drift-window 30"
         );
     }
 

@@ -568,6 +568,11 @@ pub struct SoakCriteria {
     /// (--max-pass-cv; not judged when absent).
     #[serde(default)]
     pub max_pass_cv: Option<f64>,
+    /// The drift compares the passes of the last this many seconds with those of the
+    /// first (--drift-window, e.g. 3600: the last hour against the first; at most
+    /// half of duration_s; default: the last and first quarters of the passes).
+    #[serde(default)]
+    pub drift_window_s: Option<f64>,
     /// Zero wrong elements over the whole soak.
     #[serde(default = "yes")]
     pub zero_wrong: bool,
@@ -582,6 +587,7 @@ impl Default for SoakCriteria {
         SoakCriteria {
             max_drift: default_max_drift(),
             max_pass_cv: None,
+            drift_window_s: None,
             zero_wrong: true,
         }
     }
@@ -627,6 +633,22 @@ impl SoakSpec {
         cx.positive("soak", "budget_s", self.budget_s)?;
         cx.positive("soak", "timeout_s", self.timeout_s)?;
         cx.fraction("soak.criteria", "max_drift", Some(self.criteria.max_drift))?;
+        cx.positive(
+            "soak.criteria",
+            "drift_window_s",
+            self.criteria.drift_window_s,
+        )?;
+        if let Some(w) = self
+            .criteria
+            .drift_window_s
+            .filter(|w| *w > self.duration_s / 2.0)
+        {
+            return Err(anyhow!(
+                "{}: {w} is more than half of duration_s {}: the first and last windows would overlap",
+                cx.at("soak.criteria", "drift_window_s"),
+                self.duration_s
+            ));
+        }
         cx.positive("soak.criteria", "max_pass_cv", self.criteria.max_pass_cv)
     }
 }
@@ -1101,6 +1123,10 @@ mod tests {
         assert_eq!(
             e("name='c'\n[soak]\nduration_s=9\nbytes='1M'\n[soak.criteria]\nmax_drift=1.5\n"),
             "c.toml:6: soak.criteria.max_drift: 1.5 must be a fraction in (0, 1] (0.9 = 90%)"
+        );
+        assert_eq!(
+            e("name='c'\n[soak]\nduration_s=60\nbytes='1M'\n[soak.criteria]\ndrift_window_s=40\n"),
+            "c.toml:6: soak.criteria.drift_window_s: 40 is more than half of duration_s 60: the first and last windows would overlap"
         );
         assert!(
             e("name='c'\n[soak]\nduration_s=9\nbytes='1M'\ntiers=['nvlink']\n")

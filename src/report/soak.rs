@@ -17,13 +17,18 @@ const MAX_LINES: usize = 8;
 
 /// The soak's findings (under the caller's heading).
 pub fn section(d: &mut Doc, s: &Soak, charts: bool) {
+    let windows = match s.drift_window_s {
+        Some(w) => format!("of the passes of the last {w:.0} s over those of the first {w:.0} s"),
+        None => format!(
+            "of the last {} pass(es) over the first {}",
+            s.window_passes, s.window_passes
+        ),
+    };
     d.p(format!(
-        "{} passes in {:.0} s (asked {:.0} s). Drift is the mean busbw of the last {} pass(es) over the first {}; a series fails below {}{}. {}",
+        "{} passes in {:.0} s (asked {:.0} s). Drift is the mean busbw {windows}; a series fails below {}{}. {}",
         s.passes,
         s.elapsed_s,
         s.duration_s,
-        s.window_passes,
-        s.window_passes,
         s.max_drift,
         s.max_pass_cv
             .map(|c| format!(", or with a coefficient of variation over the passes above {c}"))
@@ -348,12 +353,19 @@ fn complete(sweep: Option<&SweepData>, soak: Option<&Soak>) -> Criterion {
     k
 }
 
+fn s_window(soak: Option<&Soak>) -> Option<f64> {
+    soak.and_then(|s| s.drift_window_s)
+}
+
 /// Every series' drift against the floor: the worst one is shown.
 fn drift(soak: Option<&Soak>, floor: f64) -> Criterion {
     let mut k = crit(
         "soak.drift",
         "soak",
-        "busbw of every series, mean of its last quarter of passes over its first quarter's (worst series)".into(),
+        match s_window(soak) {
+            Some(w) => format!("busbw of every series, mean of its passes of the last {w:.0} s over those of the first {w:.0} s (worst series)"),
+            None => "busbw of every series, mean of its last quarter of passes over its first quarter's (worst series)".into(),
+        },
         format!("≥ {floor}"),
     );
     let Some(s) = soak else { return k };
@@ -493,7 +505,17 @@ mod tests {
             }
         }
         let hosts: Vec<String> = (0..3).map(|i| format!("node{i}")).collect();
-        let s = crate::sweep::soak::analyze(&pts, 80.0, 80.0, 0.9, None, &hosts);
+        let s = crate::sweep::soak::analyze(
+            &pts,
+            80.0,
+            80.0,
+            crate::sweep::soak::Judged {
+                max_drift: 0.9,
+                max_pass_cv: None,
+                drift_window_s: None,
+            },
+            &hosts,
+        );
         let mut d = Doc::default();
         section(&mut d, &s, false);
         let text = crate::report::markdown::render(&d);

@@ -169,6 +169,7 @@ fn soak_defaults(r: Option<&crate::results::sweep::SweepReport>) -> crate::card:
         criteria: crate::card::SoakCriteria {
             max_drift: soak.map(|s| s.max_drift).unwrap_or(0.9),
             max_pass_cv: soak.and_then(|s| s.max_pass_cv),
+            drift_window_s: soak.and_then(|s| s.drift_window_s),
             zero_wrong: true,
         },
     }

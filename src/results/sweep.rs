@@ -227,8 +227,13 @@ pub struct Soak {
     /// `--max-pass-cv`: a series fails when the coefficient of variation of its busbw
     /// over the passes is above this (None: not judged).
     pub max_pass_cv: Option<f64>,
-    /// Passes averaged at each end for the drift (a quarter of them, at least 1).
+    /// Passes averaged at each end for the drift (a quarter of them, at least 1); 0
+    /// when `drift_window_s` sets the windows.
     pub window_passes: u32,
+    /// `--drift-window`: the drift compares the passes of the last this many seconds
+    /// of each series with those of its first (absent: the quarters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_window_s: Option<f64>,
     /// Per tier, group, collective, type, op and placement, at the largest size.
     pub series: Vec<SoakSeries>,
     /// Every point with a wrong element, in time order.

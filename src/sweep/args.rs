@@ -100,6 +100,11 @@ pub struct SweepArgs {
     /// below this fraction of its first quarter's.
     #[arg(long, value_name = "F", default_value_t = 0.9)]
     pub max_drift: f64,
+    /// Soak: compare the passes of the last TIME with those of the first TIME
+    /// instead of the last and first quarters (e.g. 1h of a 4h soak; at most half
+    /// of --duration).
+    #[arg(long, value_name = "TIME", value_parser = crate::units::parse_seconds)]
+    pub drift_window: Option<f64>,
     /// Soak: a series fails when its busbw's coefficient of variation over the passes
     /// is above this (default: not judged).
     #[arg(long, value_name = "F")]

@@ -970,8 +970,11 @@ pub fn run(
             &sink.points,
             args.duration.unwrap_or(0.0),
             clock.elapsed_s(),
-            args.max_drift,
-            args.max_pass_cv,
+            soak::Judged {
+                max_drift: args.max_drift,
+                max_pass_cv: args.max_pass_cv,
+                drift_window_s: args.drift_window,
+            },
             &hosts,
         );
         s.gpu_note = soak::gpu_note(kind, &gpus);
@@ -1065,6 +1068,7 @@ impl TierRun<'_> {
             return Ok(None);
         };
         soak::validate(self.args.max_drift, self.args.max_pass_cv)
+            .and_then(|()| soak::validate_window(self.args.drift_window, d))
             .map_err(|e| anyhow::Error::new(Agreed(format!("{e:#}"))))?;
         let bus = self.gpu_bus.clone();
         let opened = bus.as_deref().map(crate::health::nvml::NvmlGpu::open);

@@ -25,6 +25,51 @@ pub fn validate(max_drift: f64, max_pass_cv: Option<f64>) -> Result<()> {
     Ok(())
 }
 
+/// `--drift-window`: positive and at most half the soak, so that the first and last
+/// windows do not overlap.
+pub fn validate_window(window_s: Option<f64>, duration_s: f64) -> Result<()> {
+    match window_s {
+        Some(w) if !(w > 0.0 && w.is_finite()) => bail!("--drift-window: {w} s must be above 0"),
+        Some(w) if w > duration_s / 2.0 => bail!(
+            "--drift-window: {w} s is more than half of --duration {duration_s} s: the first and last windows would overlap"
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// How a soak's series are judged.
+#[derive(Clone, Copy, Debug)]
+pub struct Judged {
+    /// `--max-drift`.
+    pub max_drift: f64,
+    /// `--max-pass-cv`.
+    pub max_pass_cv: Option<f64>,
+    /// `--drift-window` (None: a quarter of the passes at each end).
+    pub drift_window_s: Option<f64>,
+}
+
+/// How many points at each end of a series the drift averages: `passes` of them, or
+/// those within `seconds` of the series' first and last point (at least one each).
+#[derive(Clone, Copy, Debug)]
+enum Window {
+    Passes(usize),
+    Seconds(f64),
+}
+
+impl Window {
+    fn ends(self, unix: &[f64]) -> (usize, usize) {
+        let n = unix.len();
+        let (a, b) = match self {
+            Window::Passes(w) => (w, w),
+            Window::Seconds(s) => (
+                unix.iter().filter(|t| **t - unix[0] <= s).count(),
+                unix.iter().filter(|t| unix[n - 1] - **t <= s).count(),
+            ),
+        };
+        (a.clamp(1, n.max(1)), b.clamp(1, n.max(1)))
+    }
+}
+
 /// How often a soak samples its GPU with NVML: about 300 samples over the soak, 1 to
 /// 60 s apart (hours of soak on thousands of GPUs stay a readable run.json).
 pub fn sample_period(duration_s: f64) -> Duration {
@@ -174,13 +219,13 @@ fn began(points: &[&Point], floor: f64) -> Option<f64> {
 }
 
 /// One series from its points (pass order).
-fn series(points: &[&Point], window: usize, max_drift: f64, max_cv: Option<f64>) -> SoakSeries {
+fn series(points: &[&Point], window: Window, max_drift: f64, max_cv: Option<f64>) -> SoakSeries {
     let p0 = points[0];
     let bw: Vec<f64> = points.iter().map(|p| p.busbw_gbps).collect();
     let unix: Vec<f64> = points.iter().map(|p| p.unix).collect();
-    let w = window.min(bw.len()).max(1);
+    let (w, w_last) = window.ends(&unix);
     let first = mean(&bw[..w]);
-    let last = mean(&bw[bw.len() - w..]);
+    let last = mean(&bw[bw.len() - w_last..]);
     let drift = if first > 0.0 { last / first } else { 1.0 };
     let hours: Vec<f64> = unix.iter().map(|t| (t - unix[0]) / 3600.0).collect();
     let m = mean(&bw);
@@ -275,12 +320,20 @@ pub fn analyze(
     points: &[Point],
     duration_s: f64,
     elapsed_s: f64,
-    max_drift: f64,
-    max_pass_cv: Option<f64>,
+    judged: Judged,
     all_hosts: &[String],
 ) -> Soak {
+    let Judged {
+        max_drift,
+        max_pass_cv,
+        drift_window_s,
+    } = judged;
     let passes = points.iter().map(|p| p.pass + 1).max().unwrap_or(0);
-    let window = (passes as usize / 4).max(1);
+    let quarter = (passes as usize / 4).max(1);
+    let window = match drift_window_s {
+        Some(s) => Window::Seconds(s),
+        None => Window::Passes(quarter),
+    };
     let largest = points.iter().map(|p| p.bytes).max().unwrap_or(0);
     let mut by: BTreeMap<Key, Vec<&Point>> = BTreeMap::new();
     for p in points
@@ -304,7 +357,12 @@ pub fn analyze(
         passes,
         max_drift,
         max_pass_cv,
-        window_passes: window as u32,
+        window_passes: if drift_window_s.is_some() {
+            0
+        } else {
+            quarter as u32
+        },
+        drift_window_s,
         suspects: suspects(&series, all_hosts),
         series,
         wrong,
@@ -429,6 +487,48 @@ mod tests {
         (0..4).map(|i| format!("node{i}")).collect()
     }
 
+    fn j(max_drift: f64, max_pass_cv: Option<f64>) -> Judged {
+        Judged {
+            max_drift,
+            max_pass_cv,
+            drift_window_s: None,
+        }
+    }
+
+    #[test]
+    fn a_drift_window_in_seconds_averages_the_passes_of_that_time_at_each_end() {
+        // 8 passes 10 s apart; only the last is slow.
+        let pts: Vec<Point> = (0..8)
+            .map(|pass| {
+                let bw = if pass == 7 { 2.0 } else { 10.0 };
+                pt("node0+node1", &["node0", "node1"], pass, bw)
+            })
+            .collect();
+        let quarters = analyze(&pts, 80.0, 80.0, j(0.75, None), &hosts());
+        assert!(
+            (quarters.series[0].drift - 0.6).abs() < 1e-9,
+            "(10 + 2) / 2 / 10"
+        );
+        assert!(!quarters.pass);
+        let judged = Judged {
+            drift_window_s: Some(30.0),
+            ..j(0.75, None)
+        };
+        let timed = analyze(&pts, 80.0, 80.0, judged, &hosts());
+        // The last 30 s hold passes 4..7: (3 x 10 + 2) / 4 / 10.
+        assert!((timed.series[0].drift - 0.8).abs() < 1e-9);
+        assert!(timed.pass);
+        assert_eq!((timed.window_passes, timed.drift_window_s), (0, Some(30.0)));
+        assert!(validate_window(Some(30.0), 60.0).is_ok());
+        assert!(validate_window(None, 60.0).is_ok());
+        let e = validate_window(Some(31.0), 60.0).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--drift-window: 31 s is more than half of --duration 60 s"),
+            "{e}"
+        );
+        assert!(validate_window(Some(0.0), 60.0).is_err());
+    }
+
     #[test]
     fn the_node_in_every_drifting_group_is_named_with_when_it_began() {
         let mut pts = Vec::new();
@@ -438,7 +538,7 @@ mod tests {
             pts.push(pt("node1+node2", &["node1", "node2"], pass, 10.0 * slow));
             pts.push(pt("node0+node1", &["node0", "node1"], pass, 10.0));
         }
-        let s = analyze(&pts, 80.0, 80.0, 0.9, None, &hosts());
+        let s = analyze(&pts, 80.0, 80.0, j(0.9, None), &hosts());
         assert!(!s.pass);
         assert_eq!(s.passes, 8);
         assert_eq!(s.window_passes, 2);
@@ -467,19 +567,19 @@ mod tests {
                 )
             })
             .collect();
-        let s = analyze(&pts, 60.0, 60.0, 0.9, Some(0.05), &hosts());
+        let s = analyze(&pts, 60.0, 60.0, j(0.9, Some(0.05)), &hosts());
         assert!(s.pass, "{s:?}");
         assert!(s.suspects.is_empty());
         assert!(s.series[0].pass_cv < 0.01);
         pts[3].wrong = Some(2);
         pts[3].wrong_ranks = vec![(1, 17)];
-        let s = analyze(&pts, 60.0, 60.0, 0.9, Some(0.05), &hosts());
+        let s = analyze(&pts, 60.0, 60.0, j(0.9, Some(0.05)), &hosts());
         assert!(!s.pass);
         assert_eq!(s.wrong.len(), 1);
         assert_eq!(s.wrong[0].ranks, vec![(1, "node1".to_string(), 17)]);
         assert_eq!(s.wrong[0].pass, 3);
         assert!(render(&s, 1000.0).contains("rank 1 on node1 (first at element 17)"));
-        let s = analyze(&pts, 60.0, 60.0, 0.9, Some(0.001), &hosts());
+        let s = analyze(&pts, 60.0, 60.0, j(0.9, Some(0.001)), &hosts());
         assert!(s.series[0].too_variable);
     }
 
