@@ -3,7 +3,7 @@
 //! elements seen) and its criteria.
 use super::charts;
 use super::data::{RunData, SweepData};
-use super::verdict::{crit, gate, gated, Criterion, Status};
+use super::verdict::{count_wrong, crit, gate, gated, Criterion, Status};
 use super::Doc;
 use crate::card::SoakCriteria;
 use crate::results::sweep::{Soak, SoakGpu, SoakSeries};
@@ -439,15 +439,8 @@ fn zero_wrong(sweep: Option<&SweepData>, soak: Option<&Soak>) -> Criterion {
         "0 wrong".into(),
     );
     let Some(w) = sweep else { return k };
-    let checked = w.points.iter().filter(|p| p.wrong.is_some()).count();
-    let wrong: u64 = w.points.iter().filter_map(|p| p.wrong).sum();
-    if checked == 0 {
-        k.measured = "nothing checked".into();
+    if !count_wrong(&mut k, &w.points) {
         return k;
-    }
-    k.measured = format!("{wrong} wrong in {checked} checked point(s)");
-    if wrong == 0 {
-        k.status = Status::Pass;
     }
     if let Some((s, first)) = soak.and_then(|s| Some((s, s.wrong.first()?))) {
         let who: Vec<String> = first

@@ -618,18 +618,9 @@ impl<'a> SweepJudge<'a> {
             "0 wrong".into(),
         );
         let Some(s) = self.sweep else { return k };
-        let checked = s.points.iter().filter(|p| p.wrong.is_some()).count();
-        let wrong: u64 = s.points.iter().filter_map(|p| p.wrong).sum();
-        if checked == 0 {
-            k.measured = "nothing checked".into();
+        if !count_wrong(&mut k, &s.points) {
             return k;
         }
-        k.measured = format!("{wrong} wrong in {checked} checked point(s)");
-        k.status = if wrong == 0 {
-            Status::Pass
-        } else {
-            Status::Fail
-        };
         if let Some(p) = s.points.iter().find(|p| p.wrong.unwrap_or(0) > 0) {
             k.detail = format!(
                 "first: {} {} {} on {}, group ranks {:?}",
@@ -642,6 +633,24 @@ impl<'a> SweepJudge<'a> {
         }
         k
     }
+}
+
+/// `k` measured on the points' checks ("N wrong in M checked point(s)", PASS at 0);
+/// false when no point was checked (then it stays FAIL: "nothing checked").
+pub(super) fn count_wrong(k: &mut Criterion, points: &[crate::results::sweep::Point]) -> bool {
+    let checked = points.iter().filter(|p| p.wrong.is_some()).count();
+    let wrong: u64 = points.iter().filter_map(|p| p.wrong).sum();
+    if checked == 0 {
+        k.measured = "nothing checked".into();
+        return false;
+    }
+    k.measured = format!("{wrong} wrong in {checked} checked point(s)");
+    k.status = if wrong == 0 {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
+    true
 }
 
 /// Whether the topology declares an RDMA fabric between nodes (the fabric criterion
