@@ -21,6 +21,7 @@ pub mod kinds;
 pub mod metrics;
 pub mod mpi_log;
 pub mod nccl_log;
+pub mod nvml;
 pub mod probe;
 pub mod process;
 pub mod progress;

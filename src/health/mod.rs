@@ -18,11 +18,11 @@
 //!   default criteria; a card's `[gpu.criteria]` judges the same record in the report.
 pub mod burn;
 pub mod copy;
-pub mod nvml;
 
 use crate::backend::nccl::device::Device;
 use crate::config::GlobalArgs;
 use crate::error::{Agreed, Outcome};
+use crate::nvml;
 use crate::results::gpu::{
     GpuHealth, GpuReport, GpuSettings, HostDcgm, NodeMatrix, Sample, SampleRecord,
 };

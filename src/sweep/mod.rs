@@ -1071,11 +1071,11 @@ impl TierRun<'_> {
             .and_then(|()| soak::validate_window(self.args.drift_window, d))
             .map_err(|e| anyhow::Error::new(Agreed(format!("{e:#}"))))?;
         let bus = self.gpu_bus.clone();
-        let opened = bus.as_deref().map(crate::health::nvml::NvmlGpu::open);
+        let opened = bus.as_deref().map(crate::nvml::NvmlGpu::open);
         let gpu = opened.as_ref().and_then(|g| g.as_ref().ok());
-        let stage = crate::health::nvml::Stage::new("soak", gpu);
+        let stage = crate::nvml::Stage::new("soak", gpu);
         let t0 = crate::watchdog::unix_seconds(std::time::SystemTime::now());
-        let w = crate::health::nvml::watch(soak::sample_period(d), &stage, || {
+        let w = crate::nvml::watch(soak::sample_period(d), &stage, || {
             self.soak_passes(tiers, d)
         });
         let clock = w.value?;

@@ -1,6 +1,6 @@
-//! NVML during the GPU phase: error counters before and after, samples of clocks,
-//! power, temperature, throttle reasons and PCIe link while the work runs, and the
-//! GPU's critical XID events (NVML's event API) meanwhile. NVML is loaded at run time
+//! NVML while GPU work runs (the GPU phase, a soak): error counters before and after,
+//! samples of clocks, power, temperature, throttle reasons and PCIe link while the
+//! work runs, and the GPU's critical XID events (NVML's event API) meanwhile. NVML is loaded at run time
 //! (`nvml-wrapper`), once per process: without it every value is `None` and
 //! `nvml_error` says why. Row-remapping counts come from `nvmlDeviceGetRemappedRows`
 //! through the loaded library (nvml-wrapper 0.12 has no call for it).
