@@ -50,7 +50,10 @@ fn reader(stream: impl Read + Send + 'static, mut sink: Sink) -> JoinHandle<()> 
 impl Launcher {
     /// Start `cmd` (program, arguments, environment set by the caller) in a process
     /// group of its own, its stdout lines to `out`, its stderr lines to `err`.
+    /// An mpirun that stays on this node, on a machine without ssh, gets Open MPI's
+    /// local launcher ([`super::remote_shell`]).
     pub fn spawn(mut cmd: Command, out: Sink, err: Sink) -> std::io::Result<Launcher> {
+        super::remote_shell::isolate_if_no_remote_shell(&mut cmd);
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -3,7 +3,8 @@
 //! tree, and SIGINT/SIGTERM taken as a flag or by a thread ([`signals`]); a launcher
 //! started in a process group of its own with its output read line by line, and
 //! waited for under a deadline ([`launcher`]); the `/proc` view of processes, their
-//! descendants and the child subreaper ([`tree`]). Linux only; a leaf: it uses nothing
+//! descendants and the child subreaper ([`tree`]); an mpirun on one node with no ssh
+//! given Open MPI's local launcher ([`remote_shell`]). Linux only; a leaf: it uses nothing
 //! else of burnin.
 //!
 //! Two teardown policies use it. `burnin run` ends a phase that passed its bound with
@@ -13,6 +14,7 @@
 //! rank in a process group of its own, so signals go to each pid, never only to the
 //! launcher's group.
 pub mod launcher;
+pub mod remote_shell;
 pub mod signals;
 pub mod tree;
 
