@@ -29,6 +29,8 @@
 #              GPU (PIX/PXB = same PCIe switch: one such NIC per GPU is the rail).
 #              Leave out storage or management adapters.
 # Without --hca, NCCL picks the adapters itself (fine when they are all for compute).
+# mpirun: the one on PATH (the node's Open MPI or HPC-X), else the release tarball's
+# bin/burnin-mpirun (its bundled Open MPI); MPIRUN=PATH names another.
 # Anything else can be set in the environment before calling (NCCL_DEBUG=INFO to see
 # the chosen paths, NCCL_ALGO=RING for a plain network test); every NCCL_*, UCX_* and
 # CUDA_* variable set here is passed to the ranks.
@@ -84,7 +86,19 @@ done < <(env)
 env_args+=(-x PATH)
 [ -z "${LD_LIBRARY_PATH:-}" ] || env_args+=(-x LD_LIBRARY_PATH)
 
-cmd=(mpirun --hostfile "$hostfile" -np "$np" --map-by "ppr:$gpus:node" --bind-to none
+# The node's own mpirun (Open MPI, HPC-X) when it has one; else, from the release
+# tarball, its bundled Open MPI (bin/burnin-mpirun; BURNIN_MPI=bundled asks for it).
+mpirun="${MPIRUN:-}"
+if [ -z "$mpirun" ]; then
+  if [ "${BURNIN_MPI:-auto}" != bundled ] && command -v mpirun >/dev/null; then
+    mpirun=mpirun
+  elif [ -x "$top/bin/burnin-mpirun" ]; then
+    mpirun="$top/bin/burnin-mpirun"
+  else
+    die "no mpirun on PATH (load the cluster's Open MPI or HPC-X, or use the release tarball: its bin/burnin-mpirun is a bundled Open MPI)"
+  fi
+fi
+cmd=("$mpirun" --hostfile "$hostfile" -np "$np" --map-by "ppr:$gpus:node" --bind-to none
   "${env_args[@]}")
 if [ -n "$nic" ]; then
   cmd+=(--mca btl_tcp_if_include "$nic" --mca oob_tcp_if_include "$nic")

@@ -708,24 +708,14 @@ impl Plan {
     }
 }
 
-/// What the phases run as burnin: `BURNIN_EXE` when it names a file (the release
-/// tarball's `bin/burnin` wrapper sets it to itself, so each rank picks its Open MPI
-/// again), else this executable.
-fn self_command() -> Result<String> {
-    if let Some(p) = std::env::var_os("BURNIN_EXE").filter(|p| Path::new(p).is_file()) {
-        return Ok(Path::new(&p).display().to_string());
-    }
-    Ok(std::env::current_exe()
-        .context("cannot find this burnin binary")?
-        .display()
-        .to_string())
-}
-
 impl Runner {
     /// This burnin, the card's global flags, a copy of the card in the folder, and the
     /// record with no job yet.
     fn new(args: &RunArgs, gargs: &GlobalArgs, card: &Card, plan: &Plan) -> Result<Runner> {
-        let burnin = self_command()?;
+        let burnin = crate::process::self_exe()
+            .context("cannot find this burnin binary")?
+            .display()
+            .to_string();
         let mut global: Vec<String> = Vec::new();
         if let Some(b) = &card.backend {
             global.extend(["--backend".into(), b.clone()]);

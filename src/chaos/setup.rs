@@ -106,9 +106,8 @@ impl Setup {
         };
         let burnin = match &a.burnin {
             Some(p) => p.clone(),
-            None => {
-                std::env::current_exe().context("cannot find this burnin's path; give --burnin")?
-            }
+            None => crate::process::self_exe()
+                .context("cannot find this burnin's path; give --burnin")?,
         };
         if !burnin.is_file() {
             return Err(usage(

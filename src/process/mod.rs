@@ -26,3 +26,13 @@ pub use tree::{
     alive, all, become_subreaper, descendant_pids, descendants, environ, parse_stat, reap_orphans,
     stat, Proc,
 };
+
+/// The burnin the phases and jobs of `burnin run` and `burnin chaos` start:
+/// `BURNIN_EXE` when it names a file (the release tarball's `bin/burnin` wrapper sets
+/// it to itself, so every rank picks its Open MPI again), else this executable.
+pub fn self_exe() -> std::io::Result<std::path::PathBuf> {
+    match std::env::var_os("BURNIN_EXE").map(std::path::PathBuf::from) {
+        Some(p) if p.is_file() => Ok(p),
+        _ => std::env::current_exe(),
+    }
+}
