@@ -3,9 +3,9 @@
 //!
 //! Clap's parse, then each workload's own validation where it needs nothing but the
 //! flags and the rank count (the sweep's plan, the training's plan, burnin chaos's
-//! launcher, fault kinds and train arguments). `launch/gpu-check --dry-run` prints
-//! its command lines and a test runs every one through this, so a wrong flag fails
-//! CI instead of a lent GPU machine.
+//! launcher, fault kinds and train arguments, burnin gpu's sampling period and copy
+//! sizes). `launch/gpu-check --dry-run` prints its command lines and a test runs every
+//! one through this, so a wrong flag fails CI instead of a lent GPU machine.
 use crate::backend::BackendChoice;
 use crate::backend::BackendKind;
 use crate::cli::{Cli, Command};
@@ -34,6 +34,9 @@ pub fn check(cli: &Cli, ranks: usize) -> Result<()> {
         Command::Chaos(a) => {
             let (_, _, train) = crate::chaos::supervisor::validate(a)?;
             crate::train::args::plan(&train, ranks)?;
+        }
+        Command::Gpu(a) => {
+            crate::health::validate(a)?;
         }
         _ => {}
     }

@@ -531,7 +531,7 @@ fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
     let out = dir.path().join("out");
     let mut c = Command::new("bash");
     c.arg(kit.join("gpu-check"))
-        .args(["--out", s(&out), "--budget", "240"]);
+        .args(["--out", s(&out), "--budget", "240", "--burn", "2"]);
     twin().env(&mut c, counts_dir());
     // The project venv's python: it has torch (CPU-only here: libtorch sees no CUDA).
     let venv = root.join(".venv/bin");

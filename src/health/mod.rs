@@ -74,7 +74,8 @@ pub const MAX_THROTTLED_SHARE: f64 = 0.05;
 
 pub use crate::units::parse_seconds;
 
-fn validate(args: &GpuArgs) -> Result<()> {
+/// The flags' own checks (also what `BURNIN_CHECK_ARGS` runs).
+pub fn validate(args: &GpuArgs) -> Result<()> {
     let agreed = |m: String| Err(anyhow::Error::new(Agreed(m)));
     if !(100..=1000).contains(&args.sample_ms) {
         return agreed(format!(
