@@ -4,9 +4,13 @@
 kubeconform is not packaged in Debian, so this checks the parts of the v2beta1 schema
 that matter here (from the operator's CRD: field names, required fields, enums, types),
 plus burnin's own rules: every worker asks for GPUs with `nvidia.com/gpu`,
-slotsPerWorker equals that count, the launcher's `-np` equals workers x slots, the
-launcher waits for the workers (launcherCreationPolicy: WaitForWorkersReady) and is
-restarted on failure, and a PersistentVolumeClaim beside it is ReadWriteMany.
+slotsPerWorker equals that count, the launcher's `-np` equals workers x slots; the
+launcher waits for the workers (launcherCreationPolicy: WaitForWorkersReady) and each
+worker has a readiness probe on sshd's port 22, so "ready" means sshd listens; one
+attempt only (launcher restartPolicy Never, runPolicy.backoffLimit 0: a FAIL after
+hours is a verdict, not a crash to retry); the ssh Secret goes to /root/.ssh, where
+the image's root ssh looks; the launcher keeps its results on a PersistentVolumeClaim,
+and a PersistentVolumeClaim beside it is ReadWriteMany.
 
     check-mpijob.py FILE...      exit 0 when every file passes, 1 with the reasons
     check-mpijob.py --self-test  prove the checker rejects broken manifests
@@ -30,8 +34,11 @@ ENUMS = {
     "mpiImplementation": {"OpenMPI", "Intel", "MPICH"},
     "launcherCreationPolicy": {"AtStartup", "WaitForWorkersReady"},
     "cleanPodPolicy": {"None", "Running", "All"},
-    "restartPolicy": {"Always", "OnFailure", "Never", "ExitCode"},
+    # What the operator's validation accepts for a replica (ExitCode is a type, refused there).
+    "restartPolicy": {"OnFailure", "Never"},
 }
+SSH_PORT = 22
+SSH_MOUNT = "/root/.ssh"
 GPU = "nvidia.com/gpu"
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -81,9 +88,17 @@ def check(doc):
         errs.append(f"spec.mpiReplicaSpecs.{k}: only Launcher and Worker exist")
     if spec.get("launcherCreationPolicy") != "WaitForWorkersReady":
         errs.append("spec.launcherCreationPolicy is not WaitForWorkersReady: the launcher may start before the workers' sshd")
-    launcher_restart = ((spec.get("mpiReplicaSpecs") or {}).get("Launcher") or {}).get("restartPolicy")
-    if isinstance(spec.get("mpiReplicaSpecs"), dict) and launcher_restart != "OnFailure":
-        errs.append(f"spec.mpiReplicaSpecs.Launcher.restartPolicy is {launcher_restart!r}, not 'OnFailure'")
+    launcher_restart = (specs.get("Launcher") or {}).get("restartPolicy")
+    if "Launcher" in specs and launcher_restart != "Never":
+        errs.append(f"spec.mpiReplicaSpecs.Launcher.restartPolicy is {launcher_restart!r}, not 'Never': "
+                    "a launcher that exits 1 (a criterion failed) would run the whole acceptance again")
+    backoff = rp.get("backoffLimit") if isinstance(rp, dict) else None
+    if backoff != 0:
+        errs.append(f"spec.runPolicy.backoffLimit is {backoff!r}, not 0: the launcher Job would start a new pod "
+                    "after a failed one (Kubernetes' default is 6)")
+    mount = spec.get("sshAuthMountPath", SSH_MOUNT)
+    if mount != SSH_MOUNT:
+        errs.append(f"spec.sshAuthMountPath is {mount!r}: burnin's image runs ssh and sshd as root, which read {SSH_MOUNT}")
     replicas = {}
     containers = {}
     for role in ("Launcher", "Worker"):
@@ -113,6 +128,21 @@ def check(doc):
                 continue
             if not isinstance(c.get("image"), str) or not c["image"]:
                 errs.append(f"{cw}.image is missing")
+    for i, c in enumerate(containers.get("Worker", [])[:1]):
+        probe = c.get("readinessProbe") or {}
+        port = (probe.get("tcpSocket") or {}).get("port")
+        named = {p.get("name"): p.get("containerPort") for p in c.get("ports") or [] if isinstance(p, dict)}
+        if port != SSH_PORT and named.get(port) != SSH_PORT:
+            errs.append(f"spec.mpiReplicaSpecs.Worker.template.spec.containers[{i}].readinessProbe is not a tcpSocket "
+                        f"probe on port {SSH_PORT}: a worker is then ready before its sshd listens, and "
+                        "WaitForWorkersReady starts the launcher too early")
+    lpod = (((specs.get("Launcher") or {}).get("template") or {}).get("spec")) or {}
+    pvcs = {v.get("name") for v in lpod.get("volumes") or []
+            if isinstance(v, dict) and isinstance(v.get("persistentVolumeClaim"), dict)}
+    if "Launcher" in containers and not any(
+            m.get("name") in pvcs for c in containers["Launcher"] for m in c.get("volumeMounts") or []
+            if isinstance(m, dict)):
+        errs.append("the launcher mounts no PersistentVolumeClaim: its results and report would go with the pod")
     if replicas.get("Launcher") not in (None, 1) and is_int(replicas.get("Launcher")):
         errs.append(f"spec.mpiReplicaSpecs.Launcher.replicas is {replicas['Launcher']}: the operator runs exactly 1 launcher")
     gpus = []
@@ -178,31 +208,46 @@ def self_test(path):
     def wc(d):
         return w(d)["template"]["spec"]["containers"][0]
 
+    def lw(d):
+        return d["spec"]["mpiReplicaSpecs"]["Launcher"]
+
+    # Each broken variant, and a word that the reason it is refused must contain (so a
+    # variant is refused for its own fault, not for another one).
     mutations = {
-        "apiVersion v1": lambda d: d.update(apiVersion="kubeflow.org/v1"),
-        "kind": lambda d: d.update(kind="Job"),
-        "no GPU limit": lambda d: wc(d)["resources"]["limits"].pop(GPU),
-        "GPU limit as text": lambda d: wc(d)["resources"]["limits"].update({GPU: "8"}),
-        "no launcher": lambda d: d["spec"]["mpiReplicaSpecs"].pop("Launcher"),
-        "no worker replicas": lambda d: w(d).pop("replicas"),
-        "two launchers": lambda d: d["spec"]["mpiReplicaSpecs"]["Launcher"].update(replicas=2),
-        "slots != GPUs": lambda d: d["spec"].update(slotsPerWorker=4),
-        "np != workers x slots": lambda d: w(d).update(replicas=3),
-        "unknown spec field": lambda d: d["spec"].update(slotsPerNode=8),
-        "unknown replica type": lambda d: d["spec"]["mpiReplicaSpecs"].update(Master={}),
-        "bad clean policy": lambda d: d["spec"]["runPolicy"].update(cleanPodPolicy="Sometimes"),
-        "no containers": lambda d: w(d)["template"]["spec"].update(containers=[]),
-        "nameless container": lambda d: wc(d).pop("name"),
-        "bad name": lambda d: d["metadata"].update(name="Burn_In"),
-        "launcher at start-up": lambda d: d["spec"].update(launcherCreationPolicy="AtStartup"),
-        "launcher never restarted": lambda d: d["spec"]["mpiReplicaSpecs"]["Launcher"].update(restartPolicy="Never"),
+        "apiVersion v1": ("apiVersion", lambda d: d.update(apiVersion="kubeflow.org/v1")),
+        "kind": ("kind", lambda d: d.update(kind="Job")),
+        "no GPU limit": (GPU, lambda d: wc(d)["resources"]["limits"].pop(GPU)),
+        "GPU limit as text": (GPU, lambda d: wc(d)["resources"]["limits"].update({GPU: "8"})),
+        "no launcher": ("Launcher is missing", lambda d: d["spec"]["mpiReplicaSpecs"].pop("Launcher")),
+        "no worker replicas": ("Worker.replicas", lambda d: w(d).pop("replicas")),
+        "two launchers": ("exactly 1 launcher", lambda d: lw(d).update(replicas=2)),
+        "slots != GPUs": ("slotsPerWorker", lambda d: d["spec"].update(slotsPerWorker=4)),
+        "np != workers x slots": ("-np", lambda d: w(d).update(replicas=3)),
+        "unknown spec field": ("slotsPerNode", lambda d: d["spec"].update(slotsPerNode=8)),
+        "unknown replica type": ("Master", lambda d: d["spec"]["mpiReplicaSpecs"].update(Master={})),
+        "bad clean policy": ("cleanPodPolicy", lambda d: d["spec"]["runPolicy"].update(cleanPodPolicy="Sometimes")),
+        "no containers": ("containers", lambda d: w(d)["template"]["spec"].update(containers=[])),
+        "nameless container": ("name", lambda d: wc(d).pop("name")),
+        "bad name": ("metadata.name", lambda d: d["metadata"].update(name="Burn_In")),
+        "launcher at start-up": ("WaitForWorkersReady", lambda d: d["spec"].update(launcherCreationPolicy="AtStartup")),
+        "launcher restarted on failure": ("Launcher.restartPolicy", lambda d: lw(d).update(restartPolicy="OnFailure")),
+        "launcher restart policy ExitCode": ("Launcher.restartPolicy", lambda d: lw(d).update(restartPolicy="ExitCode")),
+        "backoffLimit 2": ("backoffLimit", lambda d: d["spec"]["runPolicy"].update(backoffLimit=2)),
+        "no backoffLimit (Kubernetes' 6)": ("backoffLimit", lambda d: d["spec"]["runPolicy"].pop("backoffLimit")),
+        "no readiness probe": ("readinessProbe", lambda d: wc(d).pop("readinessProbe")),
+        "readiness probe on port 2222": ("readinessProbe", lambda d: wc(d)["readinessProbe"]["tcpSocket"].update(port=2222)),
+        "readiness probe by exec": ("readinessProbe", lambda d: wc(d).update(readinessProbe={"exec": {"command": ["true"]}})),
+        "results on an emptyDir": ("PersistentVolumeClaim", lambda d: lw(d)["template"]["spec"].update(
+            volumes=[{"name": "results", "emptyDir": {}}])),
+        "ssh keys elsewhere": ("sshAuthMountPath", lambda d: d["spec"].update(sshAuthMountPath="/home/mpiuser/.ssh")),
     }
     missed = []
-    for what, mutate in mutations.items():
+    for what, (word, mutate) in mutations.items():
         d = copy.deepcopy(base)
         mutate(d)
-        if not check(d):
-            missed.append(what)
+        errs = check(d)
+        if not any(word in e for e in errs):
+            missed.append(f"{what} (reasons given: {errs or 'none'})")
     pvc = {"kind": "PersistentVolumeClaim", "metadata": {"name": "x"}, "spec": {"accessModes": ["ReadWriteOnce"]}}
     if not check_doc(pvc):
         missed.append("ReadWriteOnce volume")
