@@ -53,9 +53,12 @@ pub struct ChaosArgs {
     #[arg(long, value_name = "PATH")]
     pub sim_cluster: Option<PathBuf>,
     /// A failure nothing has noticed this long after the injection is a hang: the
-    /// supervisor reports it and ends the job.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
-    pub hang_limit: f64,
+    /// supervisor reports it and ends the job. Default: 60 s, or the job's deadline
+    /// (`-T` in the train arguments) + 30 s when that is longer; a limit that does not
+    /// exceed the deadline by 10 s is refused (the supervisor would give up before the
+    /// ranks' deadline names the hung rank, and report a hang of its own making).
+    #[arg(long, value_name = "SECS")]
+    pub hang_limit: Option<f64>,
     /// Once a failure is visible, how long the launcher gets to end the job by itself
     /// before the supervisor sends SIGTERM to every process of it.
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
@@ -86,9 +89,39 @@ pub enum KindOrder {
 #[command(name = "train", no_binary_name = true)]
 struct TrainCmd {
     #[command(flatten)]
-    _global: GlobalArgs,
+    global: GlobalArgs,
     #[command(flatten)]
     train: TrainArgs,
+}
+
+/// How long a failure may go unnoticed before the supervisor calls it a hang, for
+/// the job's deadline `job_timeout` (the train arguments' `-T`) and `--hang-limit`.
+pub fn hang_limit(given: Option<f64>, job_timeout: Option<f64>) -> Result<f64> {
+    const DEFAULT: f64 = 60.0;
+    const AFTER_DEADLINE: f64 = 30.0;
+    const MIN_MARGIN: f64 = 10.0;
+    match (given, job_timeout) {
+        (None, None) => Ok(DEFAULT),
+        (None, Some(t)) => Ok(DEFAULT.max(t + AFTER_DEADLINE)),
+        (Some(h), Some(t)) if h < t + MIN_MARGIN => Err(usage(
+            "--hang-limit",
+            format!(
+                "{h} s does not exceed the job's deadline -T {t} (train arguments) by {MIN_MARGIN} s: \
+                 the supervisor would give up before the ranks' deadline names the hung rank; \
+                 give --hang-limit {} or more, or leave it out ({} s then)",
+                t + MIN_MARGIN,
+                DEFAULT.max(t + AFTER_DEADLINE)
+            ),
+        )),
+        (Some(h), _) => Ok(h),
+    }
+}
+
+/// The train arguments' deadline (`-T`), parsed as [`parse_train_args`] does.
+pub fn train_timeout(args: &[String]) -> Option<f64> {
+    TrainCmd::try_parse_from(args)
+        .ok()
+        .and_then(|t| t.global.timeout)
 }
 
 /// The train arguments, parsed; refuses the flags chaos owns.
@@ -141,7 +174,7 @@ pub fn check_numbers(a: &ChaosArgs) -> Result<()> {
         return Err(usage("--trials", "must be at least 1"));
     }
     for (flag, v) in [
-        ("--hang-limit", a.hang_limit),
+        ("--hang-limit", a.hang_limit.unwrap_or(1.0)),
         ("--teardown-wait", a.teardown_wait),
         ("--grace", a.grace),
         ("--run-timeout", a.run_timeout.unwrap_or(1.0)),
@@ -166,6 +199,23 @@ mod tests {
 
     fn v(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_hang_limit_outlasts_the_jobs_deadline() {
+        assert_eq!(hang_limit(None, None).unwrap(), 60.0);
+        assert_eq!(hang_limit(None, Some(10.0)).unwrap(), 60.0);
+        // the sim card's step_timeout_s = 60 used to race the 60 s default
+        assert_eq!(hang_limit(None, Some(60.0)).unwrap(), 90.0);
+        assert_eq!(hang_limit(Some(75.0), Some(60.0)).unwrap(), 75.0);
+        assert_eq!(hang_limit(Some(5.0), None).unwrap(), 5.0);
+        let e = format!("{:#}", hang_limit(Some(60.0), Some(60.0)).unwrap_err());
+        assert!(
+            e.contains("--hang-limit") && e.contains("60") && e.contains("-T 60"),
+            "{e}"
+        );
+        assert_eq!(train_timeout(&v(&["-T", "45", "--steps", "3"])), Some(45.0));
+        assert_eq!(train_timeout(&v(&["--steps", "3"])), None);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub(super) struct Setup {
 /// words, the fault kinds and the job's train arguments.
 pub fn validate(a: &ChaosArgs) -> Result<(Vec<String>, Vec<FaultKind>, TrainArgs)> {
     args::check_numbers(a)?;
+    args::hang_limit(a.hang_limit, args::train_timeout(&a.train_args))?;
     let launch = shlex::split(&a.launch).ok_or_else(|| {
         usage(
             "--launch",
@@ -129,7 +130,10 @@ impl Setup {
             train_args: a.train_args.clone(),
             sim,
             out: a.out.clone(),
-            hang_limit: secs(a.hang_limit),
+            hang_limit: secs(args::hang_limit(
+                a.hang_limit,
+                args::train_timeout(&a.train_args),
+            )?),
             teardown_wait: secs(a.teardown_wait),
             grace: secs(a.grace),
             run_timeout: a.run_timeout.map(secs),
