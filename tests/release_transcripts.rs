@@ -3,7 +3,8 @@
 //! MPICH, the container images) and commits their transcripts under `results/`; each
 //! transcript's first line names the commit it tested. This test fails when a file
 //! that a transcript covers changed after that commit: the transcript no longer shows
-//! what the files now do, and `launch/release-check` must be run again.
+//! what the files now do, and `launch/release-check` must be run again. A transcript
+//! made on a tree with uncommitted changes names no commit it tested, and fails too.
 //!
 //! The roads' tests (the Slurm template under a real slurmctld, mpirun over ssh
 //! between simulated nodes, one node without ssh) also run in CI on every change; their
@@ -34,6 +35,24 @@ const COVERED: &[(&str, &[&str])] = &[
             "launch/sim-ssh",
             "launch/sim-slurm",
             "launch/sim-cluster",
+        ],
+    ),
+    (
+        "results/image/cu130.txt",
+        &["launch/Containerfile", "launch/image", "Cargo.lock"],
+    ),
+    (
+        "results/image/cu126-notorch.txt",
+        &["launch/Containerfile", "launch/image", "Cargo.lock"],
+    ),
+    (
+        "results/image/across-nodes-cu130.txt",
+        &[
+            "launch/Containerfile",
+            "launch/image",
+            "launch/sim-ssh",
+            "launch/k8s-mpijob.yaml",
+            "Cargo.lock",
         ],
     ),
     (
@@ -98,10 +117,21 @@ fn no_release_transcript_is_older_than_the_files_it_covers() {
     for (transcript, covers) in COVERED {
         let text = std::fs::read_to_string(root.join(transcript))
             .unwrap_or_else(|e| panic!("{transcript}: {e} (run launch/release-check)"));
-        let first = text.lines().next().unwrap_or_default();
-        let sha = tested_commit(first).unwrap_or_else(|| {
-            panic!("{transcript}: its first line names no tested commit: {first:?}")
-        });
+        // The header: the leading comment lines (a transcript may name the commit on
+        // its second line, after the command).
+        let header: Vec<&str> = text
+            .lines()
+            .take(3)
+            .take_while(|l| l.starts_with('#'))
+            .collect();
+        let sha = header
+            .iter()
+            .find_map(|l| tested_commit(l))
+            .unwrap_or_else(|| panic!("{transcript}: its header names no tested commit: {header:?}"));
+        assert!(
+            !header.iter().any(|l| l.contains("uncommitted")),
+            "{transcript}: made on a tree with uncommitted changes, so no commit shows what it tested: {header:?}"
+        );
         assert!(
             text.lines().any(|l| l.contains("PASS")),
             "{transcript}: the transcript does not end in a PASS"
