@@ -127,7 +127,9 @@ fn no_release_transcript_is_older_than_the_files_it_covers() {
         let sha = header
             .iter()
             .find_map(|l| tested_commit(l))
-            .unwrap_or_else(|| panic!("{transcript}: its header names no tested commit: {header:?}"));
+            .unwrap_or_else(|| {
+                panic!("{transcript}: its header names no tested commit: {header:?}")
+            });
         assert!(
             !header.iter().any(|l| l.contains("uncommitted")),
             "{transcript}: made on a tree with uncommitted changes, so no commit shows what it tested: {header:?}"
