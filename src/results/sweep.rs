@@ -175,10 +175,10 @@ pub struct FindSlowStep {
     pub label: String,
     /// Host names of its nodes, in node order.
     pub hosts: Vec<String>,
-    /// Its all_reduce bus bandwidth at the largest size, GB/s.
+    /// Its alltoall bus bandwidth at the largest size, GB/s.
     pub busbw_gbps: f64,
-    /// The same as a per-node link rate, GB/s: busbw·(ranks−1)/(nodes−1), which does
-    /// not depend on the group's size, so groups of any size compare.
+    /// The same as a per-node link rate, GB/s (sweep::find_slow::node_rate), which
+    /// does not depend on the group's size, so groups of any size compare.
     pub node_rate_gbps: f64,
     /// The rate it was judged against (outlier fraction × the best so far), GB/s.
     pub threshold_gbps: f64,
@@ -201,13 +201,33 @@ pub struct FindSlow {
     pub slow_links: Vec<(String, String)>,
     /// Slow groups the search could not separate further, as host lists.
     pub unresolved: Vec<Vec<String>>,
+    /// Node pairs of the job: n·(n−1)/2.
+    #[serde(default)]
+    pub pairs_total: usize,
+    /// Node pairs inside a group measured fast (its alltoall crossed them).
+    #[serde(default)]
+    pub pairs_cleared: usize,
+    /// The largest group a pair was cleared in (for each cleared pair the smallest
+    /// fast group holding it, the largest of those): a link slower than its peers by
+    /// less than about that factor can hide in an alltoall of so many nodes.
+    #[serde(default)]
+    pub largest_clearing_group: usize,
+    /// Node pairs neither cleared nor explained by a slow node or link named: what
+    /// the search did not see.
+    #[serde(default)]
+    pub pairs_open: usize,
     /// Every group measured, in order: the path of decisions.
     pub path: Vec<FindSlowStep>,
 }
 
 impl FindSlow {
-    /// Nothing slow found.
+    /// Nothing slow found and every node pair cleared: the all-clear.
     pub fn clean(&self) -> bool {
+        self.found_nothing() && self.pairs_cleared >= self.pairs_total && self.pairs_open == 0
+    }
+
+    /// No slow node, link or unresolved group (the pairs may still not all be cleared).
+    pub fn found_nothing(&self) -> bool {
         self.slow_nodes.is_empty() && self.slow_links.is_empty() && self.unresolved.is_empty()
     }
 }

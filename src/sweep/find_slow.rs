@@ -1,17 +1,18 @@
 //! `--find-slow`: the bisection search of `topology::bisect`, run after the tiers on
 //! the same backend and deadlines. Rank 0 plans each round from the last one's
-//! results and broadcasts it; every group measures all_reduce (the plan's first type,
-//! out of place) at the largest size; points are recorded with tier `bisect`.
+//! results and broadcasts it; every group measures alltoall (the plan's first type,
+//! out of place) with the same block per peer (`bisect_bytes`), so its traffic
+//! crosses every pair of its nodes; points are recorded with tier `bisect`.
 use super::TierRun;
 use crate::kinds::{CollKind, RedOp, TierKind};
 use crate::results::sweep::{FindSlow, FindSlowStep, Plan, Point};
 use crate::topology::{self, bisect::Bisection, Round, Tier};
 use anyhow::Result;
 
-/// The plan every bisection group runs: one all_reduce at the largest size.
+/// The plan every bisection group runs: one alltoall (its size: [`bisect_bytes`]).
 pub(super) fn bisect_plan(plan: &Plan) -> Plan {
     let mut p = plan.clone();
-    p.collectives = vec![CollKind::AllReduce];
+    p.collectives = vec![CollKind::AllToAll];
     p.dtypes.truncate(1);
     p.ops = vec![RedOp::Sum];
     p.placements = vec![false];
@@ -19,13 +20,30 @@ pub(super) fn bisect_plan(plan: &Plan) -> Plan {
     p
 }
 
-/// busbw as a per-node link rate: busbw·(ranks−1)/(nodes−1) (the inverse of the
-/// topology file's relation), so a pair and a half of the job compare.
+/// The smallest block a bisection alltoall sends to each peer, bytes.
+pub const MIN_BLOCK: u64 = 64 * 1024;
+
+/// Bytes per rank of a bisection group of `members` ranks: the plan's largest size
+/// spread over the whole job's `world` ranks gives the block each rank sends to each
+/// peer (at least [`MIN_BLOCK`], a multiple of 256 bytes), and a group sends that
+/// block to each of its members. Every group then moves the same blocks, so the
+/// per-step latency weighs the same in a pair as in the whole job and their rates
+/// compare.
+pub fn bisect_bytes(largest: u64, world: usize, members: usize) -> u64 {
+    let block = (largest / world.max(1) as u64 / 256 * 256).max(MIN_BLOCK);
+    block * members as u64
+}
+
+/// An alltoall's busbw as a per-node link rate, so a pair and a half of the job
+/// compare: with N ranks on k nodes (N/k each) and S bytes per rank, each node sends
+/// (N/k)·S·(k−1)/k to other nodes; busbw is algbw·(N−1)/N with algbw = S/t, so the
+/// node rate is busbw·N/(N−1)·(N/k)·(k−1)/k.
 pub fn node_rate(busbw_gbps: f64, ranks: usize, nodes: usize) -> f64 {
     if nodes < 2 || ranks < 2 {
         return busbw_gbps;
     }
-    busbw_gbps * (ranks - 1) as f64 / (nodes - 1) as f64
+    let (n, k) = (ranks as f64, nodes as f64);
+    busbw_gbps * n / (n - 1.0) * (n / k) * (k - 1.0) / k
 }
 
 /// Bounds the search even if a planner bug never ended it.
@@ -128,6 +146,10 @@ impl TierRun<'_> {
             outlier_fraction: fraction,
             rounds: f.rounds,
             pairs_tier_rounds: topology::pair_rounds(s.nodes()).len(),
+            pairs_total: f.pairs_total,
+            pairs_cleared: f.pairs_cleared,
+            largest_clearing_group: f.largest_clearing_group,
+            pairs_open: f.pairs_open,
             slow_nodes: f.slow_nodes.iter().map(|&i| host(i)).collect(),
             slow_links: f
                 .slow_links
@@ -153,8 +175,17 @@ pub fn render(f: &FindSlow) -> String {
         "in {} rounds (the pairs tier: {})",
         f.rounds, f.pairs_tier_rounds
     );
+    let uncleared = f.pairs_total.saturating_sub(f.pairs_cleared);
     if f.clean() {
-        s.push_str(&format!("# find-slow: no slow node or link {rounds}\n"));
+        s.push_str(&format!(
+            "# find-slow: no slow node or link {rounds}; {} of {} node pairs exercised and cleared, in alltoall groups of up to {} nodes (a link slower than its peers by less than about that many times can hide in such a group: --tiers pairs runs every pair alone)\n",
+            f.pairs_cleared, f.pairs_total, f.largest_clearing_group
+        ));
+    } else if f.found_nothing() {
+        s.push_str(&format!(
+            "# find-slow: not cleared: {uncleared} of {} node pairs unexercised, run --tiers pairs ({rounds})\n",
+            f.pairs_total
+        ));
     }
     for n in &f.slow_nodes {
         s.push_str(&format!(
@@ -172,6 +203,21 @@ pub fn render(f: &FindSlow) -> String {
             g.join("+")
         ));
     }
+    if !f.found_nothing() {
+        s.push_str(&format!(
+            "# find-slow: {} of {} node pairs cleared, {} explained by what is named above",
+            f.pairs_cleared,
+            f.pairs_total,
+            uncleared - f.pairs_open.min(uncleared)
+        ));
+        if f.pairs_open > 0 {
+            s.push_str(&format!(
+                "; {} only in slow groups, not seen: run --tiers pairs for them",
+                f.pairs_open
+            ));
+        }
+        s.push('\n');
+    }
     s
 }
 
@@ -181,28 +227,69 @@ mod tests {
 
     #[test]
     fn node_rate_turns_busbw_of_any_group_into_one_scale() {
-        // 2 ranks per node: a pair (4 ranks) and 4 nodes (8 ranks) on 3 GB/s links.
+        // 2 ranks per node on 3 GB/s links, S bytes per rank: a node sends
+        // 2·S·(k−1)/k off the node in t = that / 3 GB/s; busbw = (S/t)·(N−1)/N.
         let rate = 3.0;
-        let pair_busbw = rate * 1.0 / 3.0;
-        let half_busbw = rate * 3.0 / 7.0;
-        assert!((node_rate(pair_busbw, 4, 2) - rate).abs() < 1e-12);
-        assert!((node_rate(half_busbw, 8, 4) - rate).abs() < 1e-12);
+        for (ranks, nodes) in [(4usize, 2usize), (8, 4), (16, 8)] {
+            let (n, k) = (ranks as f64, nodes as f64);
+            let s = 1.0;
+            let t = 2.0 * s * (k - 1.0) / k / rate;
+            let busbw = s / t * (n - 1.0) / n;
+            assert!(
+                (node_rate(busbw, ranks, nodes) - rate).abs() < 1e-12,
+                "{ranks} {nodes}"
+            );
+        }
+        // One rank per node: a pair's busbw is the link rate.
         assert_eq!(node_rate(2.0, 2, 2), 2.0);
+    }
+
+    #[test]
+    fn every_group_sends_the_same_block_per_peer() {
+        // 4 MiB over 16 ranks: 256 KiB blocks; a pair of 2 ranks sends 512 KiB.
+        assert_eq!(bisect_bytes(4 << 20, 16, 2), 512 << 10);
+        assert_eq!(bisect_bytes(4 << 20, 16, 16), 4 << 20);
+        // Small sizes or huge jobs: at least 64 KiB per peer.
+        assert_eq!(bisect_bytes(1 << 20, 1024, 4), 4 * MIN_BLOCK);
+        assert_eq!(bisect_bytes(1000 * 1024, 3, 3) % 256, 0);
     }
 
     #[test]
     fn render_names_nodes_links_and_the_clean_case() {
         let mut f = FindSlow {
-            rounds: 5,
-            pairs_tier_rounds: 5,
+            rounds: 2,
+            pairs_tier_rounds: 7,
+            pairs_total: 28,
+            pairs_cleared: 28,
+            largest_clearing_group: 8,
             ..Default::default()
         };
-        assert!(render(&f).contains("no slow node or link in 5 rounds"));
+        let t = render(&f);
+        assert!(t.contains("no slow node or link in 2 rounds"), "{t}");
+        assert!(
+            t.contains(
+                "28 of 28 node pairs exercised and cleared, in alltoall groups of up to 8 nodes"
+            ),
+            "{t}"
+        );
+        // Fewer pairs cleared than there are: never an all-clear.
+        f.pairs_cleared = 22;
+        assert!(!f.clean());
+        let t = render(&f);
+        assert!(
+            t.contains("not cleared: 6 of 28 node pairs unexercised, run --tiers pairs"),
+            "{t}"
+        );
+        assert!(!t.contains("no slow node"), "{t}");
+        f.pairs_cleared = 28;
         f.slow_nodes = vec!["node2".into()];
+        f.pairs_cleared = 20;
+        f.pairs_open = 1;
         f.slow_links = vec![("node0".into(), "node1".into())];
         let t = render(&f);
         assert!(t.contains("slow node node2"), "{t}");
         assert!(t.contains("slow link node0<->node1"), "{t}");
+        assert!(t.contains("20 of 28 node pairs cleared, 7 explained by what is named above; 1 only in slow groups, not seen: run --tiers pairs"), "{t}");
         assert!(!f.clean());
     }
 }

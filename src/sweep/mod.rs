@@ -1187,8 +1187,17 @@ impl TierRun<'_> {
             } else {
                 self.plan
             };
-            let sizes = if matches!(tier.kind, TierKind::Pairs | TierKind::Bisect) {
-                vec![self.plan.sizes.last().copied().unwrap_or(0)]
+            let largest = self.plan.sizes.last().copied().unwrap_or(0);
+            let sizes = if tier.kind == TierKind::Bisect {
+                // The same block per peer in every group, so that groups of any size
+                // compare (see find_slow::bisect_bytes).
+                vec![find_slow::bisect_bytes(
+                    largest,
+                    world.size,
+                    g.members.len(),
+                )]
+            } else if tier.kind == TierKind::Pairs {
+                vec![largest]
             } else {
                 self.plan.sizes.clone()
             };

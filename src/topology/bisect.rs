@@ -1,33 +1,36 @@
 //! Finding the slow node or link in about log2(n) rounds (`--find-slow`), instead of
-//! the pairs tier's n−1.
+//! the pairs tier's n−1, with every node pair it clears crossed by measured traffic.
 //!
-//! Each round runs one all_reduce per group, every group at the same time (groups are
-//! disjoint). A group is *slow* when its bus bandwidth is below `fraction` × the best
-//! group bandwidth seen so far in the search (bus bandwidth does not depend on the
-//! group's size for a ring, so a healthy half, quarter or pair reads the same), or
+//! Each round runs one alltoall per group, every group at the same time (groups are
+//! disjoint). In an alltoall every rank sends to every other rank of its group, so the
+//! traffic of a group crosses every link between its nodes: a group is fast only if
+//! every link inside it carried its share at speed, and a cut between two groups is
+//! cleared only by a group that spans it. Rates are per-node link rates (see
+//! `sweep::find_slow::node_rate`), which do not depend on the group's size; a group is
+//! *slow* when its rate is below `fraction` × the best rate of the search so far, or
 //! below the absolute `floor` when the card gives one.
 //!
-//! 1. **Split**: round 0 runs the whole job; round 1 splits it into quarters (halves
-//!    below 8 nodes), so that one or two slow nodes still leave healthy groups to
-//!    compare with; every later round splits each slow group in halves. A group that
-//!    is not slow clears its nodes. Splitting stops at groups of 4 nodes or fewer.
-//!    When a slow group's parts are all fast, the slow hop was one the split cut: the
-//!    ring hops between the parts (last of one, first of the next) become suspects.
-//! 2. **Pairs**: each suspect group of ≤ 4 nodes (topped up to 3 with cleared nodes,
-//!    so every node has two partners) runs all its pairs, 3 rounds for every group at
-//!    once. A node whose every pair is slow is a slow node; a slow pair of two nodes
-//!    that are fast with someone else is a slow link.
+//! 1. **Root**: round 0 runs the whole job, round 1 its two halves.
+//! 2. **Split**: a slow group's halves run; each slow half is split again. A group of
+//!    two nodes that is slow is a *leaf*.
+//! 3. **Cut**: a slow group whose halves A and B are both fast has a slow link that
+//!    crosses the cut. With A = A1+A2 and B = B1+B2 the groups A1+B1, A2+B2 (one round)
+//!    and A1+B2, A2+B1 (the next) each cross a quarter of the cut, and their insides
+//!    were cleared already; a slow one is searched the same way, so a link on a cut
+//!    is found in 2 rounds per halving.
+//! 4. **Leaf**: a slow pair (a, b) runs a and b each with a node already cleared, in
+//!    one round: a slow partner pair names that node slow; both fast names the link.
 //!
-//! What it cannot see: a ring all_reduce crosses only the hops between neighbours in
-//! the group's ring order (node order), so a slow link between two nodes that are
-//! never neighbours in a group is on no ring; that is the pairs tier's job (`--tiers
-//! pairs`). The planner is pure: `sweep` runs its rounds, the model bench
-//! (`benches/bisect_model.rs`) runs it on modelled fabrics.
+//! One slow node takes about log2(n)+2 rounds, one slow link at most 2·log2(n)+1.
+//! Every pair inside a group judged fast is *cleared*; the finding counts them of the
+//! n·(n−1)/2, and records the largest group that a pair was cleared in (the smallest
+//! fast group holding each pair, the largest of those): an alltoall of k nodes spreads
+//! each node's traffic over k−1 links, so one link slower than the others by less than
+//! about that factor can hide in a fast group of k nodes, which only the pairs tier
+//! (`--tiers pairs`, every pair alone) rules out. The planner is pure: `sweep` runs its
+//! rounds, the model bench (`benches/bisect_model.rs`) runs it on modelled fabrics.
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-
-/// Splitting stops at groups of this many nodes or fewer.
-pub const LEAF_NODES: usize = 4;
 
 /// One decision of the search, as the report shows the path.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -36,9 +39,9 @@ pub struct Decision {
     pub round: usize,
     /// The group's node indices, ascending.
     pub nodes: Vec<usize>,
-    /// Its bus bandwidth, GB/s.
+    /// Its rate (a per-node link rate), GB/s.
     pub busbw_gbps: f64,
-    /// The bandwidth it was judged against (fraction × best so far, or the floor), GB/s.
+    /// The rate it was judged against (fraction × best so far, or the floor), GB/s.
     pub threshold_gbps: f64,
     /// Below the threshold.
     pub slow: bool,
@@ -47,49 +50,109 @@ pub struct Decision {
 /// What the search found.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
-    /// Nodes whose every measured pair was slow, ascending.
+    /// Nodes slow with a cleared partner too, ascending.
     pub slow_nodes: Vec<usize>,
-    /// Slow pairs of nodes that are each fast with another partner (a slow link).
+    /// Slow pairs of nodes that are each fast with a cleared partner (a slow link).
     pub slow_links: Vec<(usize, usize)>,
-    /// Slow groups the search could not separate further (too few nodes, or no pair
-    /// of the group was slow on its own), each ascending.
+    /// Slow groups the search could not separate (no cleared partner to compare with,
+    /// or no part of the group was slow on its own), each ascending.
     pub unresolved: Vec<Vec<usize>>,
     /// Rounds run.
     pub rounds: usize,
-    /// Every group measured, in order.
+    /// Every group measured, in round order.
     pub path: Vec<Decision>,
+    /// Node pairs: n·(n−1)/2.
+    pub pairs_total: usize,
+    /// Node pairs inside a group judged fast.
+    pub pairs_cleared: usize,
+    /// The largest group a pair was cleared in: for each cleared pair the smallest
+    /// fast group holding it, the largest of those (0: none cleared).
+    pub largest_clearing_group: usize,
+    /// Node pairs neither cleared nor explained by what was named (a slow link, or a
+    /// pair with a slow node): what the search did not see.
+    pub pairs_open: usize,
+}
+
+/// What a measured group stands for in its job.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Role {
+    /// Part i of the job's group (its halves; the whole job's quarters).
+    Part(usize),
+    /// A side pair (Ai, Bj) of a cut: index into the job's sides.
+    Side(usize),
+    /// Node a (0) or b (1) of a leaf with a cleared partner.
+    Partner(usize),
+    /// Pair (a, b) of a job too small to split.
+    Pair(usize, usize),
 }
 
 #[derive(Debug)]
-enum Phase {
-    Split,
-    /// Pair rounds still to run (each a list of groups of two nodes).
-    Pairs(Vec<Vec<Vec<usize>>>),
-    Done,
+struct Probe {
+    nodes: Vec<usize>,
+    role: Role,
+    /// Index of its decision in the path once measured.
+    decision: Option<usize>,
+    scheduled: bool,
+}
+
+#[derive(Debug)]
+enum Kind {
+    /// The whole job: its parts (quarters from 8 nodes, else halves), and every two
+    /// parts together (`sides[s]`: the parts of Side(s)).
+    Root {
+        parts: Vec<Vec<usize>>,
+        sides: Vec<(usize, usize)>,
+    },
+    /// A slow group's halves.
+    Split { parts: Vec<Vec<usize>> },
+    /// A slow link crosses between parts whose insides are cleared: each side pair
+    /// (X, Y) is probed as X+Y; `group` is what stays unresolved if none is slow.
+    Cut {
+        group: Vec<usize>,
+        sides: Vec<(Vec<usize>, Vec<usize>)>,
+    },
+    /// A cut with the single node `c` on one side, `c` never in a fast group: `c`
+    /// with a cleared partner first (slow: `c` is the slow node), then the cut.
+    NodeTest {
+        c: usize,
+        group: Vec<usize>,
+        sides: Vec<(Vec<usize>, Vec<usize>)>,
+    },
+    /// A slow pair, each node with a cleared partner.
+    Leaf { a: usize, b: usize },
+    /// A job of at most [`ALL_PAIRS_NODES`] nodes: every pair, 3 rounds.
+    AllPairs,
+}
+
+/// Up to this many nodes the search runs every pair (3 rounds): with fewer, a slow
+/// node would be in every group the split makes, with nothing healthy to compare.
+pub const ALL_PAIRS_NODES: usize = 4;
+
+#[derive(Debug)]
+struct Job {
+    kind: Kind,
+    probes: Vec<Probe>,
+    done: bool,
 }
 
 /// The search's state between rounds: ask [`Bisection::next_round`] for the groups to
-/// run, then give their bandwidths to [`Bisection::record`].
+/// run, then give their rates to [`Bisection::record`].
 #[derive(Debug)]
 pub struct Bisection {
     n: usize,
     fraction: f64,
     floor_gbps: Option<f64>,
-    best_gbps: f64,
-    suspects: Vec<Vec<usize>>,
-    /// Suspects that are a hop a split cut (not groups measured slow themselves).
-    cut_hops: BTreeSet<Vec<usize>>,
-    cleared: BTreeSet<usize>,
-    pending: Vec<Vec<usize>>,
-    /// The groups split into `pending`: (its busbw, the indices of its parts there).
-    parents: Vec<(f64, std::ops::Range<usize>)>,
-    /// Each pair group, and whether it stands for a cut hop.
-    pair_groups: Vec<(Vec<usize>, bool)>,
-    /// The pair step's (a, b, rate), judged together once every pair has run.
-    pair_results: Vec<(usize, usize, f64)>,
-    /// The first round of the pair step.
-    pair_round0: usize,
-    phase: Phase,
+    /// Every rate measured, with its group's size in nodes.
+    seen: Vec<(usize, f64)>,
+    jobs: Vec<Job>,
+    /// The round handed out: (job, probe) of each group, in order.
+    current: Vec<(usize, usize)>,
+    /// Per node pair (see `pair_index`): the smallest fast group holding it (0: none).
+    cleared: Vec<u32>,
+    /// Nodes inside a group judged fast: the partners a leaf compares with.
+    healthy: BTreeSet<usize>,
+    partner_cursor: usize,
+    finished: bool,
     finding: Finding,
 }
 
@@ -107,225 +170,440 @@ fn split(items: &[usize], k: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// Two halves (the first the larger); a side of one node gives it and an empty half.
+fn halves(items: &[usize]) -> [Vec<usize>; 2] {
+    let mut parts = split(items, 2).into_iter();
+    [
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    ]
+}
+
+fn union(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let mut u: Vec<usize> = a.iter().chain(b).copied().collect();
+    u.sort_unstable();
+    u.dedup();
+    u
+}
+
 impl Bisection {
     /// A search over nodes `0..n`; `fraction` is the outlier fraction (e.g. 0.8),
-    /// `floor_gbps` the card's absolute minimum bus bandwidth, if any.
+    /// `floor_gbps` the card's absolute minimum rate, if any.
     pub fn new(n: usize, fraction: f64, floor_gbps: Option<f64>) -> Bisection {
-        let all: Vec<usize> = (0..n).collect();
         let mut b = Bisection {
             n,
             fraction,
             floor_gbps,
-            best_gbps: 0.0,
-            suspects: Vec::new(),
-            cut_hops: BTreeSet::new(),
-            cleared: BTreeSet::new(),
-            pending: Vec::new(),
-            parents: Vec::new(),
-            pair_groups: Vec::new(),
-            pair_results: Vec::new(),
-            pair_round0: 0,
-            phase: Phase::Split,
-            finding: Finding::default(),
+            seen: Vec::new(),
+            jobs: Vec::new(),
+            current: Vec::new(),
+            cleared: vec![0; n * n.saturating_sub(1) / 2],
+            healthy: BTreeSet::new(),
+            partner_cursor: 0,
+            finished: false,
+            finding: Finding {
+                pairs_total: n * n.saturating_sub(1) / 2,
+                ..Finding::default()
+            },
         };
-        if n < 2 {
-            b.phase = Phase::Done;
-        } else if n <= LEAF_NODES {
-            // Too few to split: every pair at once.
-            b.suspects = vec![all];
-            b.start_pairs();
-        } else {
-            b.pending = vec![all];
+        if (3..=ALL_PAIRS_NODES).contains(&n) {
+            let probes = super::pair_rounds(n)
+                .into_iter()
+                .flatten()
+                .map(|(a, c)| Probe::new(vec![a, c], Role::Pair(a, c)))
+                .collect();
+            b.jobs.push(Job {
+                kind: Kind::AllPairs,
+                probes,
+                done: false,
+            });
+        } else if n >= 2 {
+            let all: Vec<usize> = (0..n).collect();
+            // Quarters from 8 nodes: one or two slow nodes still leave fast groups to
+            // compare with.
+            let parts = split(&all, if n >= 8 { 4 } else { 2 });
+            let sides: Vec<(usize, usize)> = super::pair_rounds(parts.len())
+                .into_iter()
+                .flatten()
+                .collect();
+            let mut probes: Vec<Probe> = parts
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.len() >= 2)
+                .map(|(i, p)| Probe::new(p.clone(), Role::Part(i)))
+                .collect();
+            probes.extend(
+                sides
+                    .iter()
+                    .enumerate()
+                    .map(|(s, &(i, j))| Probe::new(union(&parts[i], &parts[j]), Role::Side(s))),
+            );
+            b.jobs.push(Job {
+                kind: Kind::Root { parts, sides },
+                probes,
+                done: false,
+            });
         }
         b
     }
 
     /// The groups of the next round (node indices), or None when the search is over.
     pub fn next_round(&mut self) -> Option<Vec<Vec<usize>>> {
-        match &mut self.phase {
-            Phase::Done => None,
-            Phase::Split => Some(self.pending.clone()),
-            Phase::Pairs(rounds) => rounds.first().cloned(),
+        if self.current.is_empty() {
+            let mut busy = vec![false; self.n];
+            for (j, job) in self.jobs.iter_mut().enumerate() {
+                if job.done {
+                    continue;
+                }
+                for (p, probe) in job.probes.iter_mut().enumerate() {
+                    if probe.scheduled || probe.nodes.iter().any(|&x| busy[x]) {
+                        continue;
+                    }
+                    for &x in &probe.nodes {
+                        busy[x] = true;
+                    }
+                    probe.scheduled = true;
+                    self.current.push((j, p));
+                }
+            }
         }
+        if self.current.is_empty() {
+            self.finish();
+            return None;
+        }
+        Some(
+            self.current
+                .iter()
+                .map(|&(j, p)| self.jobs[j].probes[p].nodes.clone())
+                .collect(),
+        )
     }
 
-    fn threshold(&self) -> f64 {
-        let rel = self.fraction * self.best_gbps;
+    /// What a group of `k` nodes is judged against: `fraction` × the best rate of
+    /// the groups of at most 2k nodes seen so far (of any size when there is none),
+    /// or the floor. A group is not judged against much larger ones: a large alltoall
+    /// can run slower than a small one on a healthy fabric (incast) but not faster,
+    /// and the search only ever compares a group with its parts and its peers.
+    fn threshold(&self, k: usize) -> f64 {
+        let near = |&&(size, _): &&(usize, f64)| size <= 2 * k;
+        let best = |it: &mut dyn Iterator<Item = f64>| it.fold(0.0, f64::max);
+        let mut b = best(&mut self.seen.iter().filter(near).map(|s| s.1));
+        if b <= 0.0 {
+            b = best(&mut self.seen.iter().map(|s| s.1));
+        }
+        let rel = self.fraction * b;
         self.floor_gbps.map_or(rel, |f| rel.max(f))
     }
 
-    /// The bus bandwidth (GB/s) of each group of the round [`Bisection::next_round`]
-    /// returned, in its order (a group that failed: 0).
-    pub fn record(&mut self, busbw_gbps: &[f64]) {
-        let groups = match self.next_round() {
-            Some(g) => g,
-            None => return,
-        };
+    /// The rate (GB/s) of each group of the round [`Bisection::next_round`] returned,
+    /// in its order (a group that failed: 0).
+    pub fn record(&mut self, rates_gbps: &[f64]) {
+        if self.current.is_empty() && self.next_round().is_none() {
+            return;
+        }
         let round = self.finding.rounds;
         self.finding.rounds += 1;
-        self.best_gbps = busbw_gbps.iter().copied().fold(self.best_gbps, f64::max);
-        let threshold = self.threshold();
-        let mut slow_flags = Vec::with_capacity(groups.len());
-        for (g, &bw) in groups.iter().zip(busbw_gbps) {
-            let slow = bw < threshold;
+        for (k, &(j, p)) in self.current.iter().enumerate() {
+            let size = self.jobs[j].probes[p].nodes.len();
+            self.seen
+                .push((size, rates_gbps.get(k).copied().unwrap_or(0.0)));
+        }
+        let current = std::mem::take(&mut self.current);
+        let mut touched = Vec::new();
+        for (k, &(j, p)) in current.iter().enumerate() {
+            let rate = rates_gbps.get(k).copied().unwrap_or(0.0);
+            let threshold = self.threshold(self.jobs[j].probes[p].nodes.len());
+            let probe = &mut self.jobs[j].probes[p];
+            probe.decision = Some(self.finding.path.len());
+            // Judged now against the best so far; judged again when its job ends.
             self.finding.path.push(Decision {
                 round,
-                nodes: g.clone(),
-                busbw_gbps: bw,
+                nodes: probe.nodes.clone(),
+                busbw_gbps: rate,
                 threshold_gbps: threshold,
-                slow,
+                slow: rate < threshold,
             });
-            slow_flags.push(slow);
-            // Round 0's whole job is never "fast": nothing to compare it with yet.
-            if !slow && round > 0 && matches!(self.phase, Phase::Split) {
-                self.cleared.extend(g.iter().copied());
-            }
-            if let Phase::Pairs(_) = self.phase {
-                self.pair_results.push((g[0], g[1], bw));
+            if !touched.contains(&j) {
+                touched.push(j);
             }
         }
-        match &mut self.phase {
-            Phase::Split => self.after_split(&groups, busbw_gbps, &slow_flags),
-            Phase::Pairs(rounds) => {
-                rounds.remove(0);
-                if rounds.is_empty() {
-                    self.judge_pairs();
-                }
+        for j in touched {
+            if self.jobs[j].probes.iter().all(|p| p.decision.is_some()) {
+                self.complete(j);
             }
-            Phase::Done => {}
         }
     }
 
-    /// The next split round from the last one's slow groups (`slow[i]`: group i of
-    /// `groups` was slow), or the pair step when every suspect is small.
-    fn after_split(&mut self, groups: &[Vec<usize>], bw: &[f64], slow: &[bool]) {
-        let threshold = self.threshold();
-        for (parent_bw, parts) in std::mem::take(&mut self.parents) {
-            if parent_bw < threshold && !slow[parts.clone()].iter().any(|s| *s) {
-                self.suspect_cut_hops(&groups[parts]);
-            }
-        }
-        let first_round = self.finding.rounds == 1;
-        let mut next = Vec::new();
-        for (i, g) in groups.iter().enumerate() {
-            if !(slow[i] || first_round) {
+    /// A job whose groups have all run: judge them, clear the fast ones' pairs, and
+    /// queue what follows.
+    fn complete(&mut self, j: usize) {
+        self.jobs[j].done = true;
+        let mut slow_of = Vec::new();
+        for p in 0..self.jobs[j].probes.len() {
+            let Some(d) = self.jobs[j].probes[p].decision else {
                 continue;
-            }
-            if g.len() <= LEAF_NODES {
-                self.suspects.push(g.clone());
-                continue;
-            }
-            let k = if first_round && g.len() >= 8 { 4 } else { 2 };
-            let parts = split(g, k);
-            self.parents
-                .push((bw[i], next.len()..next.len() + parts.len()));
-            next.extend(parts);
-        }
-        if next.is_empty() {
-            self.start_pairs();
-        } else {
-            self.pending = next;
-        }
-    }
-
-    /// A slow group whose parts are all fast: the hops between consecutive parts
-    /// (and from the last back to the first) are the suspects.
-    fn suspect_cut_hops(&mut self, parts: &[Vec<usize>]) {
-        for i in 0..parts.len() {
-            let next = &parts[(i + 1) % parts.len()];
-            if let (Some(&a), Some(&b)) = (parts[i].last(), next.first()) {
-                if a != b {
-                    let hop = vec![a.min(b), a.max(b)];
-                    self.cut_hops.insert(hop.clone());
-                    self.suspects.push(hop);
-                }
-            }
-        }
-    }
-
-    /// Every pair of every suspect group (topped up to 3 nodes with cleared ones),
-    /// merged into rounds of disjoint pairs.
-    fn start_pairs(&mut self) {
-        let busy: BTreeSet<usize> = self.suspects.iter().flatten().copied().collect();
-        let mut spare: Vec<usize> = self.cleared.difference(&busy).copied().collect();
-        let mut rounds: Vec<Vec<Vec<usize>>> = Vec::new();
-        for s in std::mem::take(&mut self.suspects) {
-            let mut g = s.clone();
-            while g.len() < 3 {
-                match spare.pop() {
-                    Some(h) => g.push(h),
-                    None => break,
-                }
-            }
-            if g.len() < 3 {
-                self.finding.unresolved.push(s);
-                continue;
-            }
-            g.sort_unstable();
-            let hop = self.cut_hops.contains(&s);
-            for (r, pairs) in super::pair_rounds(g.len()).into_iter().enumerate() {
-                if rounds.len() <= r {
-                    rounds.push(Vec::new());
-                }
-                rounds[r].extend(pairs.into_iter().map(|(a, b)| vec![g[a], g[b]]));
-            }
-            self.pair_groups.push((g, hop));
-        }
-        self.pair_round0 = self.finding.rounds;
-        self.phase = if rounds.is_empty() {
-            Phase::Done
-        } else {
-            Phase::Pairs(rounds)
-        };
-    }
-
-    /// Every pair against the best rate of the whole search (a pair step's first
-    /// rounds had no fast pair to compare with yet).
-    fn judge_pairs(&mut self) {
-        let threshold = self.threshold();
-        let first = self.pair_round0;
-        for d in self.finding.path.iter_mut().filter(|d| d.round >= first) {
-            d.threshold_gbps = threshold;
-            d.slow = d.busbw_gbps < threshold;
-        }
-        let judged: Vec<(usize, usize, bool)> = self
-            .pair_results
-            .iter()
-            .map(|&(a, b, bw)| (a, b, bw < threshold))
-            .collect();
-        // A cut hop whose pairs are all fast is cleared when another suspect explains
-        // the slow group; a slow group whose pairs are all fast stays unresolved.
-        let mut clean: Vec<(Vec<usize>, bool)> = Vec::new();
-        for (g, hop) in std::mem::take(&mut self.pair_groups) {
-            let inside = |&(a, b, _): &&(usize, usize, bool)| g.contains(a) && g.contains(b);
-            let results: Vec<&(usize, usize, bool)> = judged.iter().filter(inside).collect();
-            let node_slow = |x: usize| {
-                let mine: Vec<_> = results.iter().filter(|r| r.0 == x || r.1 == x).collect();
-                mine.len() >= 2 && mine.iter().all(|r| r.2)
             };
-            let nodes: Vec<usize> = g.iter().copied().filter(|&x| node_slow(x)).collect();
-            let links: Vec<(usize, usize)> = results
-                .iter()
-                .filter(|r| r.2 && !nodes.contains(&r.0) && !nodes.contains(&r.1))
-                .map(|r| (r.0, r.1))
-                .collect();
-            if nodes.is_empty() && links.is_empty() {
-                clean.push((g.clone(), hop));
+            let threshold = self.threshold(self.finding.path[d].nodes.len());
+            let dec = &mut self.finding.path[d];
+            dec.threshold_gbps = threshold;
+            dec.slow = dec.busbw_gbps < threshold;
+            let (slow, nodes) = (dec.slow, dec.nodes.clone());
+            if !slow {
+                self.clear(&nodes);
             }
-            self.finding.slow_nodes.extend(nodes);
-            self.finding.slow_links.extend(links);
+            slow_of.push((self.jobs[j].probes[p].role, slow));
         }
-        let explained = !(self.finding.slow_nodes.is_empty() && self.finding.slow_links.is_empty());
-        for (g, hop) in clean {
-            if !(hop && explained) {
-                self.finding.unresolved.push(g);
+        let slow = |role: Role| slow_of.iter().any(|&(r, s)| r == role && s);
+        let kind = std::mem::replace(&mut self.jobs[j].kind, Kind::Leaf { a: 0, b: 0 });
+        match kind {
+            Kind::Root { parts, sides } => {
+                let part_slow: Vec<bool> = (0..parts.len()).map(|i| slow(Role::Part(i))).collect();
+                // Slow parts are searched inside; two fast parts slow together have
+                // a slow link between them.
+                for (s, &(i, j)) in sides.iter().enumerate() {
+                    if slow(Role::Side(s)) && !part_slow[i] && !part_slow[j] {
+                        self.cut(parts[i].clone(), parts[j].clone());
+                    }
+                }
+                self.descend(parts, false, &part_slow);
+            }
+            Kind::Split { parts } => {
+                let part_slow: Vec<bool> = (0..parts.len()).map(|i| slow(Role::Part(i))).collect();
+                self.descend(parts, true, &part_slow);
+            }
+            Kind::Cut { group, sides } => {
+                let slow_sides: Vec<(Vec<usize>, Vec<usize>)> = sides
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| slow(Role::Side(*i)))
+                    .map(|(_, s)| s)
+                    .collect();
+                if slow_sides.is_empty() {
+                    self.finding.unresolved.push(group);
+                }
+                for (x, y) in slow_sides {
+                    self.cut(x, y);
+                }
+            }
+            Kind::NodeTest { c, group, sides } => {
+                if slow(Role::Partner(0)) {
+                    self.finding.slow_nodes.push(c);
+                } else {
+                    self.cut_job(group, sides);
+                }
+            }
+            Kind::AllPairs => {
+                let pairs: Vec<(usize, usize, bool)> = slow_of
+                    .iter()
+                    .filter_map(|&(r, s)| match r {
+                        Role::Pair(a, b) => Some((a, b, s)),
+                        _ => None,
+                    })
+                    .collect();
+                let nodes: Vec<usize> = (0..self.n)
+                    .filter(|&x| pairs.iter().filter(|p| p.0 == x || p.1 == x).all(|p| p.2))
+                    .collect();
+                for &(a, b, s) in &pairs {
+                    if s && !nodes.contains(&a) && !nodes.contains(&b) {
+                        self.finding.slow_links.push((a, b));
+                    }
+                }
+                self.finding.slow_nodes.extend(nodes);
+            }
+            Kind::Leaf { a, b } => {
+                // (a node already in a fast group was not probed: not slow)
+                let (sa, sb) = (slow(Role::Partner(0)), slow(Role::Partner(1)));
+                if sa {
+                    self.finding.slow_nodes.push(a);
+                }
+                if sb {
+                    self.finding.slow_nodes.push(b);
+                }
+                if !sa && !sb {
+                    self.finding.slow_links.push((a.min(b), a.max(b)));
+                }
             }
         }
-        self.finding.slow_nodes.sort_unstable();
-        self.finding.slow_nodes.dedup();
-        self.finding.slow_links.sort_unstable();
-        self.finding.slow_links.dedup();
-        self.phase = Phase::Done;
+    }
+
+    /// A slow group split into parts, each part of 2+ nodes probed.
+    fn split_job(&mut self, parts: Vec<Vec<usize>>) {
+        let mut probes = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            if part.len() >= 2 {
+                probes.push(Probe::new(part.clone(), Role::Part(i)));
+            }
+        }
+        self.jobs.push(Job {
+            kind: Kind::Split { parts },
+            probes,
+            done: false,
+        });
+    }
+
+    /// A group's parts judged: go into each slow part; when none is slow but the group
+    /// was, the slow link crosses between parts.
+    fn descend(&mut self, parts: Vec<Vec<usize>>, group_slow: bool, part_slow: &[bool]) {
+        for (h, &s) in parts.iter().zip(part_slow) {
+            if !s {
+                continue;
+            }
+            if h.len() == 2 {
+                self.leaf(h[0], h[1]);
+            } else {
+                self.split_job(split(h, 2));
+            }
+        }
+        if !group_slow || part_slow.iter().any(|&s| s) {
+            return;
+        }
+        if let [a, b] = &parts[..] {
+            self.cut(a.clone(), b.clone());
+        }
+    }
+
+    /// Search the cut between `a` and `b` (each side's inside already cleared): its
+    /// quarters A1+B1, A2+B2, A1+B2, A2+B1.
+    fn cut(&mut self, a: Vec<usize>, b: Vec<usize>) {
+        if a.is_empty() || b.is_empty() {
+            return;
+        }
+        if a.len() == 1 && b.len() == 1 {
+            self.leaf(a[0], b[0]);
+            return;
+        }
+        let [a1, a2] = halves(&a);
+        let [b1, b2] = halves(&b);
+        let sides: Vec<(Vec<usize>, Vec<usize>)> = [(&a1, &b1), (&a2, &b2), (&a1, &b2), (&a2, &b1)]
+            .into_iter()
+            .filter(|(x, y)| !x.is_empty() && !y.is_empty())
+            .map(|(x, y)| (x.clone(), y.clone()))
+            .collect();
+        let group = union(&a, &b);
+        // One node alone on a side is in every side pair: if it was never in a fast
+        // group, it may be the slow node itself, which one round tells.
+        let single = match (&a[..], &b[..]) {
+            ([c], _) | (_, [c]) => Some(*c),
+            _ => None,
+        };
+        if let Some(c) = single.filter(|c| !self.healthy.contains(c)) {
+            if let Some(w) = self.partner(&[c]) {
+                self.jobs.push(Job {
+                    kind: Kind::NodeTest { c, group, sides },
+                    probes: vec![Probe::new(union(&[c], &[w]), Role::Partner(0))],
+                    done: false,
+                });
+                return;
+            }
+        }
+        self.cut_job(group, sides);
+    }
+
+    fn cut_job(&mut self, group: Vec<usize>, sides: Vec<(Vec<usize>, Vec<usize>)>) {
+        let probes = sides
+            .iter()
+            .enumerate()
+            .map(|(i, (x, y))| Probe::new(union(x, y), Role::Side(i)))
+            .collect();
+        self.jobs.push(Job {
+            kind: Kind::Cut { group, sides },
+            probes,
+            done: false,
+        });
+    }
+
+    /// A cleared node outside `not`, in turn (so that leaves spread over them).
+    fn partner(&mut self, not: &[usize]) -> Option<usize> {
+        let partners: Vec<usize> = self
+            .healthy
+            .iter()
+            .copied()
+            .filter(|x| !not.contains(x))
+            .collect();
+        if partners.is_empty() {
+            return None;
+        }
+        let p = partners[self.partner_cursor % partners.len()];
+        self.partner_cursor += 1;
+        Some(p)
+    }
+
+    /// A slow pair: a node already in a fast group is not slow, so if both were, the
+    /// link is; else each other node runs with a cleared partner (a different one
+    /// each, when there are).
+    fn leaf(&mut self, a: usize, b: usize) {
+        let mut probes = Vec::new();
+        for (i, x) in [a, b].into_iter().enumerate() {
+            if self.healthy.contains(&x) {
+                continue;
+            }
+            let Some(z) = self.partner(&[a, b]) else {
+                self.finding.unresolved.push(vec![a.min(b), a.max(b)]);
+                return;
+            };
+            probes.push(Probe::new(union(&[x], &[z]), Role::Partner(i)));
+        }
+        if probes.is_empty() {
+            self.finding.slow_links.push((a.min(b), a.max(b)));
+            return;
+        }
+        self.jobs.push(Job {
+            kind: Kind::Leaf { a, b },
+            probes,
+            done: false,
+        });
+    }
+
+    fn pair_index(&self, i: usize, j: usize) -> usize {
+        let (i, j) = (i.min(j), i.max(j));
+        i * self.n - i * (i + 1) / 2 + (j - i - 1)
+    }
+
+    /// Every pair inside a fast group is cleared (remembering the smallest such group).
+    fn clear(&mut self, nodes: &[usize]) {
+        let k = nodes.len() as u32;
+        for (x, &i) in nodes.iter().enumerate() {
+            self.healthy.insert(i);
+            for &j in &nodes[x + 1..] {
+                let at = self.pair_index(i, j);
+                let c = &mut self.cleared[at];
+                if *c == 0 || k < *c {
+                    *c = k;
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let f = &mut self.finding;
+        f.pairs_cleared = self.cleared.iter().filter(|&&c| c > 0).count();
+        f.largest_clearing_group = self.cleared.iter().copied().max().unwrap_or(0) as usize;
+        f.slow_nodes.sort_unstable();
+        f.slow_nodes.dedup();
+        f.slow_links.sort_unstable();
+        f.slow_links.dedup();
+        // A link of a slow node is that node's, not a link's.
+        let nodes = f.slow_nodes.clone();
+        f.slow_links
+            .retain(|(a, b)| !nodes.contains(a) && !nodes.contains(b));
+        f.unresolved.sort();
+        f.unresolved.dedup();
+        let mut open = 0;
+        for i in 0..self.n {
+            for j in i + 1..self.n {
+                let explained = nodes.contains(&i)
+                    || nodes.contains(&j)
+                    || self.finding.slow_links.contains(&(i, j));
+                if self.cleared[self.pair_index(i, j)] == 0 && !explained {
+                    open += 1;
+                }
+            }
+        }
+        self.finding.pairs_open = open;
     }
 
     /// Nodes in the search.
@@ -339,8 +617,68 @@ impl Bisection {
     }
 }
 
+impl Probe {
+    fn new(nodes: Vec<usize>, role: Role) -> Probe {
+        Probe {
+            nodes,
+            role,
+            decision: None,
+            scheduled: false,
+        }
+    }
+}
+
+/// How a modelled alltoall moves its blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AllToAll {
+    /// Every block at once (NCCL's grouped send/recv, Open MPI's linear algorithm):
+    /// a node's link is shared by its k−1 streams.
+    Concurrent,
+    /// k−1 steps, one partner each (Open MPI's pairwise algorithm for large blocks).
+    Pairwise,
+}
+
+impl AllToAll {
+    /// Its name in tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            AllToAll::Concurrent => "concurrent",
+            AllToAll::Pairwise => "pairwise",
+        }
+    }
+
+    /// The slowest a single link may be, as a fraction of the node rate, and still
+    /// hide in a fast alltoall of `k` nodes judged at `fraction`: a link slower than
+    /// this is seen.
+    pub fn hides_above(self, k: usize, fraction: f64) -> f64 {
+        if k < 2 {
+            return 0.0;
+        }
+        let k = k as f64;
+        match self {
+            // its block takes b/s; the node's k−1 blocks take (k−1)·b: seen when
+            // b/s > (k−1)·b/fraction.
+            AllToAll::Concurrent => (fraction / (k - 1.0)).min(1.0),
+            // step s sends to rank+s and receives from rank−s, so a link is used in
+            // two of the k−1 steps, or in one (both ways at once) when its nodes are
+            // k/2 apart: c steps at s and the rest at full speed, seen when
+            // (k−1)/(k−1−c+c/s) < fraction; the lesser bound of the two holds for
+            // every link.
+            AllToAll::Pairwise => {
+                let seen = |c: f64| (c / ((k - 1.0) / fraction - (k - 1.0 - c)).max(c)).min(1.0);
+                let even = (k as usize) % 2 == 0;
+                if even {
+                    seen(1.0)
+                } else {
+                    seen(2.0)
+                }
+            }
+        }
+    }
+}
+
 /// A modelled fabric: per-node link rates and slow links, and the time of a ring
-/// all_reduce on it (the model bench and the planner's tests use it).
+/// all_reduce or an alltoall on it (the model bench and the planner's tests use it).
 #[derive(Clone, Debug)]
 pub struct FabricModel {
     /// Each node's link rate, GB/s.
@@ -394,34 +732,90 @@ impl FabricModel {
         }
         bytes / t / 1e9 * 2.0 * (k - 1.0) / k
     }
+
+    /// Seconds of an alltoall over `group` that sends `block` bytes to each peer:
+    /// every block at once, or k−1 pairwise steps; either way a latency per peer (a
+    /// step each, or each message's own cost when they go at once).
+    pub fn alltoall_seconds(&self, group: &[usize], block: f64, algo: AllToAll) -> f64 {
+        let k = group.len();
+        if k < 2 {
+            return 0.0;
+        }
+        let lat = (k - 1) as f64 * self.hop_latency_s;
+        match algo {
+            AllToAll::Concurrent => {
+                let nodes = group
+                    .iter()
+                    .map(|&i| (k - 1) as f64 * block / (self.node_gbps[i] * 1e9))
+                    .fold(0.0, f64::max);
+                let links = group
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(x, &i)| group[x + 1..].iter().map(move |&j| (i, j)))
+                    .map(|(i, j)| block / (self.hop_gbps(i, j) * 1e9))
+                    .fold(0.0, f64::max);
+                nodes.max(links) + lat
+            }
+            AllToAll::Pairwise => {
+                (1..k)
+                    .map(|s| {
+                        (0..k)
+                            .map(|i| block / (self.hop_gbps(group[i], group[(i + s) % k]) * 1e9))
+                            .fold(0.0, f64::max)
+                    })
+                    .sum::<f64>()
+                    + lat
+            }
+        }
+    }
+
+    /// The per-node link rate that alltoall shows, GB/s: the bytes each node sent to
+    /// other nodes, block·(k−1), over its time (the same for any healthy group).
+    pub fn alltoall_node_rate(&self, group: &[usize], block: f64, algo: AllToAll) -> f64 {
+        let k = group.len() as f64;
+        let t = self.alltoall_seconds(group, block, algo);
+        if t <= 0.0 {
+            return 0.0;
+        }
+        block * (k - 1.0) / t / 1e9
+    }
 }
 
 /// Run the whole search on a model: the finding and the modelled seconds (each round
-/// lasts as long as its slowest group, `iters` all_reduces of `bytes`).
-pub fn run_on_model(model: &FabricModel, fraction: f64, bytes: f64, iters: u32) -> (Finding, f64) {
-    let mut b = Bisection::new(model.node_gbps.len(), fraction, None);
+/// lasts as long as its slowest group, `iters` alltoalls of `block` bytes per peer,
+/// as `sweep` runs them).
+pub fn run_on_model(
+    model: &FabricModel,
+    fraction: f64,
+    block: f64,
+    iters: u32,
+    algo: AllToAll,
+) -> (Finding, f64) {
+    let n = model.node_gbps.len();
+    let mut b = Bisection::new(n, fraction, None);
     let mut seconds = 0.0;
     let mut guard = 0;
     while let Some(groups) = b.next_round() {
         guard += 1;
-        if guard > 4 * model.node_gbps.len() + 8 {
-            break; // cannot happen: every round shrinks the search
+        if guard > 8 * n + 16 {
+            break; // cannot happen: every job's groups are smaller than its parent's
         }
-        let bw: Vec<f64> = groups
+        let rates: Vec<f64> = groups
             .iter()
-            .map(|g| model.ring_busbw_gbps(g, bytes))
+            .map(|g| model.alltoall_node_rate(g, block, algo))
             .collect();
         seconds += groups
             .iter()
-            .map(|g| model.ring_seconds(g, bytes))
+            .map(|g| model.alltoall_seconds(g, block, algo))
             .fold(0.0, f64::max)
             * f64::from(iters);
-        b.record(&bw);
+        b.record(&rates);
     }
     (b.finding().clone(), seconds)
 }
 
-/// The pairs tier on the same model: its rounds and modelled seconds.
+/// The pairs tier on the same model (every pair alone, all_reduce): its rounds and
+/// modelled seconds.
 pub fn pairs_tier_on_model(model: &FabricModel, bytes: f64, iters: u32) -> (usize, f64) {
     let rounds = super::pair_rounds(model.node_gbps.len());
     let seconds: f64 = rounds
@@ -441,6 +835,7 @@ mod tests {
     use super::*;
 
     const BYTES: f64 = 256.0 * 1024.0 * 1024.0;
+    const ALGOS: [AllToAll; 2] = [AllToAll::Concurrent, AllToAll::Pairwise];
 
     fn slow_nodes(n: usize, slow: &[usize]) -> FabricModel {
         let mut m = FabricModel::uniform(n, 50.0);
@@ -448,6 +843,16 @@ mod tests {
             m.node_gbps[s] = 20.0;
         }
         m
+    }
+
+    /// A link slow enough that every group of the search sees it (half the rate at
+    /// which it could hide in the whole job).
+    fn seen_link(n: usize, algo: AllToAll) -> f64 {
+        50.0 * algo.hides_above(n, 0.8) * 0.5
+    }
+
+    fn log2(n: usize) -> f64 {
+        (n as f64).log2()
     }
 
     #[test]
@@ -458,75 +863,160 @@ mod tests {
             split(&v, 4),
             vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6]]
         );
+        assert_eq!(halves(&[9]), [vec![9], vec![]]);
     }
 
     #[test]
-    fn one_slow_node_is_named_among_every_size_with_few_rounds() {
-        for n in [3usize, 4, 5, 6, 7, 8, 9, 16, 33, 64, 1024] {
-            for slow in [0, n / 2, n - 1] {
-                let (f, _) = run_on_model(&slow_nodes(n, &[slow]), 0.8, BYTES, 1);
-                assert_eq!(f.slow_nodes, vec![slow], "n={n} slow={slow}: {f:?}");
-                assert!(f.slow_links.is_empty(), "n={n}: {f:?}");
-                let bound = 2.0 * (n as f64).log2();
-                assert!(
-                    (f.rounds as f64) <= bound.max(5.0),
-                    "n={n}: {} rounds",
-                    f.rounds
-                );
+    fn one_slow_node_is_named_among_every_size_in_about_log2_n_rounds() {
+        for algo in ALGOS {
+            for n in [3usize, 4, 5, 6, 7, 8, 9, 16, 33, 64, 1024] {
+                for slow in [0, n / 2, n - 1] {
+                    let (f, _) = run_on_model(&slow_nodes(n, &[slow]), 0.8, BYTES, 1, algo);
+                    assert_eq!(
+                        f.slow_nodes,
+                        vec![slow],
+                        "{algo:?} n={n} slow={slow}: {f:?}"
+                    );
+                    assert!(
+                        f.slow_links.is_empty() && f.unresolved.is_empty(),
+                        "n={n}: {f:?}"
+                    );
+                    assert!(
+                        f.rounds as f64 <= log2(n).ceil() + 2.0,
+                        "{algo:?} n={n}: {} rounds",
+                        f.rounds
+                    );
+                }
             }
         }
     }
 
     #[test]
-    fn a_healthy_fabric_ends_after_two_rounds_with_nothing_named() {
-        let (f, _) = run_on_model(&FabricModel::uniform(64, 50.0), 0.8, BYTES, 1);
-        assert_eq!(f.rounds, 2, "the whole job, then its quarters");
-        assert!(f.slow_nodes.is_empty() && f.slow_links.is_empty() && f.unresolved.is_empty());
-        assert_eq!(f.path.len(), 5);
-        assert!(f.path.iter().all(|d| !d.slow));
-    }
-
-    #[test]
-    fn two_slow_nodes_in_different_or_the_same_quarter_are_both_named() {
-        for slow in [[3usize, 40], [3, 5], [10, 11]] {
-            let (f, _) = run_on_model(&slow_nodes(64, &slow), 0.8, BYTES, 1);
-            assert_eq!(f.slow_nodes, slow.to_vec(), "{slow:?}: {f:?}");
+    fn a_healthy_fabric_is_cleared_pair_by_pair_in_two_rounds() {
+        for n in [2usize, 3, 4, 5, 8, 64] {
+            let (f, _) = run_on_model(
+                &FabricModel::uniform(n, 50.0),
+                0.8,
+                BYTES,
+                1,
+                AllToAll::Pairwise,
+            );
+            // Up to 4 nodes every pair (3 rounds); then the job and its halves or quarters.
+            // ... 8 nodes and more: the quarters, then every two quarters together.
+            let rounds = match n {
+                2 => 1,
+                3 | 4 => 3,
+                5..=7 => 2,
+                _ => 4,
+            };
+            assert_eq!(f.rounds, rounds, "n={n}");
+            assert!(f.slow_nodes.is_empty() && f.slow_links.is_empty() && f.unresolved.is_empty());
+            assert!(f.path.iter().all(|d| !d.slow));
+            assert_eq!(f.pairs_total, n * (n - 1) / 2);
+            assert_eq!(f.pairs_cleared, f.pairs_total, "n={n}");
+            assert_eq!(f.pairs_open, 0);
+            // Pairs across two parts are crossed only by the two parts together.
+            let largest = match n {
+                2..=4 => 2,
+                5..=7 => n,
+                _ => n / 2,
+            };
+            assert_eq!(f.largest_clearing_group, largest, "n={n}");
         }
     }
 
     #[test]
-    fn a_slow_link_between_neighbours_is_named_as_a_pair() {
-        // 3-4 and 31-32 lie on cuts between parts: found through the cut hops.
-        for (n, a) in [
-            (16usize, 5usize),
-            (16, 3),
-            (64, 20),
-            (64, 31),
-            (6, 2),
-            (1024, 700),
-        ] {
-            let mut m = FabricModel::uniform(n, 50.0);
-            m.slow_links.push((a, a + 1, 10.0));
-            let (f, _) = run_on_model(&m, 0.8, BYTES, 1);
-            assert_eq!(f.slow_links, vec![(a, a + 1)], "n={n}: {f:?}");
-            assert!(f.slow_nodes.is_empty(), "n={n}: {f:?}");
-            // The other cut hops' pairs were fast: cleared, not left unresolved.
-            assert!(f.unresolved.is_empty(), "n={n}: {f:?}");
+    fn two_slow_nodes_in_different_or_the_same_half_are_both_named() {
+        for slow in [[3usize, 40], [3, 5], [10, 11], [31, 32]] {
+            let (f, _) = run_on_model(&slow_nodes(64, &slow), 0.8, BYTES, 1, AllToAll::Concurrent);
+            assert_eq!(f.slow_nodes, slow.to_vec(), "{slow:?}: {f:?}");
+            assert!(f.slow_links.is_empty(), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn a_slow_link_between_any_two_nodes_is_named_as_a_link_within_2_log2_n_plus_2_rounds() {
+        // Neighbours, far apart, across the first cut, inside a quarter: an alltoall
+        // crosses every pair, whatever a ring's order would have been.
+        let mut checked = 0;
+        for algo in ALGOS {
+            for n in [3usize, 4, 5, 6, 7, 8, 16, 64, 1024] {
+                let picks = [
+                    (0, 1),
+                    (1, n - 2),
+                    (0, n - 1),
+                    (n / 2 - 1, n / 2),
+                    (n / 5, 4 * n / 5),
+                    (1, n / 2 + 1),
+                ];
+                for (a, b) in picks {
+                    if a >= b || b >= n {
+                        continue;
+                    }
+                    let mut m = FabricModel::uniform(n, 50.0);
+                    m.slow_links.push((a, b, seen_link(n, algo)));
+                    let (f, _) = run_on_model(&m, 0.8, BYTES, 1, algo);
+                    assert_eq!(
+                        f.slow_links,
+                        vec![(a, b)],
+                        "{algo:?} n={n} ({a},{b}): {f:?}"
+                    );
+                    // Each pair is cleared, or the named link, or open (only in slow
+                    // groups: those holding the link).
+                    assert_eq!(f.pairs_cleared + 1 + f.pairs_open, f.pairs_total, "{f:?}");
+                    assert!(f.slow_nodes.is_empty() && f.unresolved.is_empty(), "{f:?}");
+                    assert!(
+                        f.rounds as f64 <= 2.0 * log2(n).ceil() + 2.0,
+                        "{algo:?} n={n} ({a},{b}): {} rounds",
+                        f.rounds
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 80, "{checked}");
+    }
+
+    #[test]
+    fn a_link_slowed_by_less_than_the_groups_spread_hides_and_the_finding_says_how_large_it_was() {
+        // 8 nodes: node1 and node5 meet only in quarters 0 and 2 together, a group of
+        // 4 (where they are 2 apart, the pairwise algorithm's worst case); a link
+        // above hides_above(4) is not seen, and the finding says pairs were cleared in
+        // groups of 4.
+        for algo in ALGOS {
+            let hide = algo.hides_above(4, 0.8);
+            let mut m = FabricModel::uniform(8, 50.0);
+            // 1 and 5 are 4 apart: the pairwise algorithm's worst link.
+            m.slow_links.push((1, 5, 50.0 * hide * 1.2));
+            let (f, _) = run_on_model(&m, 0.8, BYTES, 1, algo);
+            assert!(f.slow_links.is_empty(), "{algo:?}: {f:?}");
+            assert_eq!(f.largest_clearing_group, 4);
+            // Below it, it is seen.
+            m.slow_links[0].2 = 50.0 * hide * 0.8;
+            let (f, _) = run_on_model(&m, 0.8, BYTES, 1, algo);
+            assert_eq!(f.slow_links, vec![(1, 5)], "{algo:?}: {f:?}");
+        }
+        // The pairwise algorithm hides less than the concurrent one, and a pair alone
+        // hides nothing below the fraction itself.
+        assert!(AllToAll::Pairwise.hides_above(8, 0.8) > AllToAll::Concurrent.hides_above(8, 0.8));
+        for algo in ALGOS {
+            assert!((algo.hides_above(2, 0.8) - 0.8).abs() < 1e-12);
         }
     }
 
     #[test]
     fn bisection_is_a_small_share_of_the_pairs_tier_at_1024_nodes() {
         let m = slow_nodes(1024, &[777]);
-        let (f, t) = run_on_model(&m, 0.8, BYTES, 20);
+        // 256 MiB per rank spread over the job's 1,024 ranks: 256 KiB blocks.
+        let (f, t) = run_on_model(&m, 0.8, BYTES / 1024.0, 20, AllToAll::Concurrent);
         let (pair_rounds, pair_t) = pairs_tier_on_model(&m, BYTES, 20);
         assert_eq!(pair_rounds, 1023);
-        assert!(f.rounds <= 20, "{} rounds", f.rounds);
+        assert!(f.rounds <= 12, "{} rounds", f.rounds);
         assert!(t < 0.05 * pair_t, "{t} s vs pairs {pair_t} s");
     }
 
     #[test]
-    fn the_ring_model_matches_nccl_tests_busbw_convention() {
+    fn the_models_match_nccl_tests_conventions() {
         let m = FabricModel {
             hop_latency_s: 0.0,
             ..FabricModel::uniform(8, 25.0)
@@ -535,17 +1025,57 @@ mod tests {
         // busbw of a ring paced by 25 GB/s links is 25 GB/s, whatever the size.
         assert!((m.ring_busbw_gbps(&g, BYTES) - 25.0).abs() < 1e-9);
         assert!((m.ring_busbw_gbps(&g[..2], BYTES) - 25.0).abs() < 1e-9);
+        // An alltoall's node rate is the link rate, whatever the group's size.
+        for algo in ALGOS {
+            for k in [2usize, 3, 8] {
+                let r = m.alltoall_node_rate(&g[..k], BYTES, algo);
+                assert!((r - 25.0).abs() < 1e-9, "{algo:?} k={k}: {r}");
+            }
+        }
     }
 
     #[test]
-    fn a_floor_finds_a_uniformly_slow_fabric_and_two_nodes_cannot_be_split() {
+    fn a_floor_finds_a_uniformly_slow_fabric_and_tiny_jobs_end() {
         let mut b = Bisection::new(8, 0.8, Some(40.0));
+        let g = b.next_round().unwrap_or_default();
+        b.record(&vec![20.0; g.len()]);
         let g = b.next_round().unwrap_or_default();
         b.record(&vec![20.0; g.len()]);
         assert!(b.finding().path.iter().all(|d| d.slow));
         let mut two = Bisection::new(2, 0.8, None);
-        let g = two.next_round().unwrap_or_default();
-        assert!(g.is_empty() || g.len() == 1);
-        assert!(Bisection::new(1, 0.8, None).next_round().is_none());
+        assert_eq!(two.next_round(), Some(vec![vec![0, 1]]));
+        let mut one = Bisection::new(1, 0.8, None);
+        assert!(one.next_round().is_none());
+        assert_eq!(one.finding().pairs_total, 0);
+    }
+
+    #[test]
+    fn groups_of_one_round_never_share_a_node() {
+        let mut m = slow_nodes(64, &[5, 40]);
+        m.slow_links.push((20, 50, 0.1));
+        let mut b = Bisection::new(64, 0.8, None);
+        let mut rounds = 0;
+        while let Some(groups) = b.next_round() {
+            rounds += 1;
+            assert!(rounds < 100);
+            let mut seen = BTreeSet::new();
+            for g in &groups {
+                assert!(g.len() >= 2, "{g:?}");
+                for &x in g {
+                    assert!(seen.insert(x), "node {x} twice in one round: {groups:?}");
+                }
+            }
+            let rates: Vec<f64> = groups
+                .iter()
+                .map(|g| m.alltoall_node_rate(g, BYTES, AllToAll::Concurrent))
+                .collect();
+            b.record(&rates);
+        }
+        let f = b.finding();
+        // Two slow nodes in quarters 0 and 2, and a link between quarters 1 and 3,
+        // which those two quarters together cross: all three named.
+        assert_eq!(f.slow_nodes, vec![5, 40], "{f:?}");
+        assert_eq!(f.slow_links, vec![(20, 50)], "{f:?}");
+        assert_eq!(b.cleared[b.pair_index(20, 50)], 0);
     }
 }
