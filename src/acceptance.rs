@@ -1010,8 +1010,8 @@ mod tests {
         let c = chaos_argv(&card, "/b/burnin", &launch, Path::new("/r/chaos"));
         assert_eq!(
             shlex::try_join(c.iter().map(String::as_str)).unwrap(),
-            "/b/burnin chaos --launch 'launch/sim-cluster exec --' --fault kill --kind-order cycle \
-             --trials 1 --out /r/chaos -- --backend mpi -T 60 --steps 20 --ckpt-every 10 \
+            "/b/burnin chaos --launch 'launch/sim-cluster exec --' --fault 'kill,hang' --kind-order cycle \
+             --trials 2 --out /r/chaos -- --backend mpi -T 20 --steps 20 --ckpt-every 10 \
              --ckpt-bytes 4MiB --preset tiny"
         );
         let t = train_args(

@@ -748,6 +748,20 @@ impl Card {
         }
         if let Some(c) = &self.chaos {
             c.validate(&cx)?;
+            // A hang is named by the ranks' deadline (-T, the step timeout): a
+            // detection limit at or below it can only fail, whatever the cluster.
+            if let (true, Some(t), Some(d)) = (
+                c.kinds.iter().any(|k| k == "hang"),
+                self.step_timeout_s,
+                c.criteria.max_detect_s,
+            ) {
+                if d <= t {
+                    return Err(anyhow!(
+                        "{}: {d} s, but a hang trial is named only when the ranks' deadline step_timeout_s = {t} s runs out: give more than {t} s (the deadline plus teardown), or a shorter step_timeout_s",
+                        cx.at("chaos.criteria", "max_detect_s")
+                    ));
+                }
+            }
         }
         if let Some(k) = &self.soak {
             k.validate(&cx, self.sweep.as_ref())?;
@@ -1066,6 +1080,23 @@ mod tests {
     use super::*;
 
     const MINIMAL: &str = "name = \"c\"\n[probe]\n";
+
+    #[test]
+    fn a_hang_trial_whose_detection_limit_the_deadline_outlasts_is_refused() {
+        let card = |t: u32, d: u32, kinds: &str| {
+            format!("name = \"c\"\nstep_timeout_s = {t}\n[chaos]\nkinds = [{kinds}]\n[chaos.criteria]\nmax_detect_s = {d}\n")
+        };
+        let e = Card::parse(&card(300, 60, "\"kill\", \"hang\""), "c.toml").unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("chaos.criteria.max_detect_s"), "{e}");
+        assert!(
+            e.contains("60 s") && e.contains("step_timeout_s = 300 s"),
+            "{e}"
+        );
+        // Without a hang trial, or with room for the deadline, it stands.
+        Card::parse(&card(300, 60, "\"kill\""), "c.toml").unwrap();
+        Card::parse(&card(20, 45, "\"kill\", \"hang\""), "c.toml").unwrap();
+    }
 
     #[test]
     fn shipped_cards_parse_and_find_their_topology() {
