@@ -592,7 +592,25 @@ impl<'a> SweepJudge<'a> {
                 .filter(|f| !f.subject.starts_with("tier "))
                 .collect();
             if named.is_empty() {
-                k.measured = "none".into();
+                // What "none" covers: the groups each tier compared with its median.
+                let mut seen: Vec<(String, usize)> = Vec::new();
+                for t in &a.tiers {
+                    let name = t.tier.to_string();
+                    match seen.iter_mut().find(|(n, _)| *n == name) {
+                        Some(e) => e.1 = e.1.max(t.groups.len()),
+                        None => seen.push((name, t.groups.len())),
+                    }
+                }
+                let compared: Vec<String> = seen
+                    .iter()
+                    .filter(|(_, g)| *g >= 2)
+                    .map(|(n, g)| format!("{g} {n} groups"))
+                    .collect();
+                k.measured = if compared.is_empty() {
+                    "none, but no tier ran two or more groups to compare".into()
+                } else {
+                    format!("none among {}", compared.join(", "))
+                };
                 k.status = Status::Pass;
             } else {
                 let mut subjects: Vec<String> = Vec::new();
