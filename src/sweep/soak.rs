@@ -447,6 +447,19 @@ pub fn render(s: &Soak, t0_unix: f64) -> String {
     } else if drifted > 0 {
         let _ = writeln!(o, "# soak: drift FAIL: {drifted} group(s) drifted");
     }
+    // What the drift verdict covered: a series of one pass has nothing to compare.
+    let judged = s.series.iter().filter(|x| x.busbw_gbps.len() >= 2).count();
+    let single = s.series.len() - judged;
+    let _ = writeln!(
+        o,
+        "# soak: drift judged on {judged} of {} series{}",
+        s.series.len(),
+        if single > 0 {
+            format!(" ({single} ran only one pass: not judged, a longer --duration judges them)")
+        } else {
+            String::new()
+        }
+    );
     let _ = writeln!(o, "# soak: {}", if s.pass { "PASS" } else { "FAIL" });
     o
 }
@@ -553,6 +566,21 @@ mod tests {
         let text = render(&s, 1000.0);
         assert!(text.contains("# soak: drift FAIL: suspect node2: in every one of the 2 drifting group(s), beginning "), "{text}");
         assert!(text.contains("(40 s into the soak)"), "{text}");
+        assert!(
+            text.contains("# soak: drift judged on 3 of 3 series\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_series_of_one_pass_is_said_to_be_unjudged() {
+        let pts = vec![pt("node0+node1", &["node0", "node1"], 0, 10.0)];
+        let s = analyze(&pts, 10.0, 10.0, j(0.9, None), &hosts());
+        let text = render(&s, 1000.0);
+        assert!(
+            text.contains("# soak: drift judged on 0 of 1 series (1 ran only one pass: not judged"),
+            "{text}"
+        );
     }
 
     #[test]
