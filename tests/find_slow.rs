@@ -127,7 +127,7 @@ fn alltoall_rounds_name_a_slow_link_between_any_two_of_8_nodes_a_slow_node_and_c
     assert_eq!(r.code, Some(0), "{}", r.all());
     assert!(
         r.stdout
-            .contains("# find-slow: no slow node or link in 4 rounds (the pairs tier: 7); 28 of 28 node pairs exercised and cleared, in alltoall groups of up to 4 nodes"),
+            .contains("# find-slow: no slow node or link in 4 rounds (the pairs tier: 7); 28 of 28 pairs exercised and cleared (node pairs), in alltoall groups of up to 4 nodes"),
         "{}",
         r.stdout
     );

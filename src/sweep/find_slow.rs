@@ -178,12 +178,12 @@ pub fn render(f: &FindSlow) -> String {
     let uncleared = f.pairs_total.saturating_sub(f.pairs_cleared);
     if f.clean() {
         s.push_str(&format!(
-            "# find-slow: no slow node or link {rounds}; {} of {} node pairs exercised and cleared, in alltoall groups of up to {} nodes (a link slower than its peers by less than about that many times can hide in such a group: --tiers pairs runs every pair alone)\n",
+            "# find-slow: no slow node or link {rounds}; {} of {} pairs exercised and cleared (node pairs), in alltoall groups of up to {} nodes (a link slower than its peers by less than about that many times can hide in such a group: --tiers pairs runs every pair alone)\n",
             f.pairs_cleared, f.pairs_total, f.largest_clearing_group
         ));
     } else if f.found_nothing() {
         s.push_str(&format!(
-            "# find-slow: not cleared: {uncleared} of {} node pairs unexercised, run --tiers pairs ({rounds})\n",
+            "# find-slow: not cleared: {uncleared} pairs unexercised (of {} node pairs), run --tiers pairs ({rounds})\n",
             f.pairs_total
         ));
     }
@@ -268,7 +268,7 @@ mod tests {
         assert!(t.contains("no slow node or link in 2 rounds"), "{t}");
         assert!(
             t.contains(
-                "28 of 28 node pairs exercised and cleared, in alltoall groups of up to 8 nodes"
+                "28 of 28 pairs exercised and cleared (node pairs), in alltoall groups of up to 8 nodes"
             ),
             "{t}"
         );
@@ -277,7 +277,7 @@ mod tests {
         assert!(!f.clean());
         let t = render(&f);
         assert!(
-            t.contains("not cleared: 6 of 28 node pairs unexercised, run --tiers pairs"),
+            t.contains("not cleared: 6 pairs unexercised (of 28 node pairs), run --tiers pairs"),
             "{t}"
         );
         assert!(!t.contains("no slow node"), "{t}");
