@@ -115,14 +115,20 @@ impl Via {
     }
 }
 
-/// The family of a network NCCL names: `IB` (InfiniBand and RoCE, also the SHARP
-/// plugin's `IBext`, `IBext_v8`), `Socket`, or a plugin's own name.
+/// The family of a network NCCL names: `IB` (InfiniBand and RoCE through verbs,
+/// also the IB-verbs plugins: SHARP's `IBext`, `IBext_v8`, "NCCL RDMA Plugin"),
+/// `Libfabric` (aws-ofi-nccl: `AWS Libfabric`, `Libfabric`, `OFI`; EFA or
+/// Slingshot's cxi, as its `Selected Provider` line says), `Socket`, or `plugin`
+/// (any other network plugin).
 pub fn net_family(net: &str) -> &'static str {
     let n = net.trim();
-    if n.eq_ignore_ascii_case("socket") {
+    let lower = n.to_ascii_lowercase();
+    if lower == "socket" {
         "Socket"
-    } else if n.starts_with("IB") || n.starts_with("ib") {
+    } else if lower.starts_with("ib") || lower.contains("rdma plugin") {
         "IB"
+    } else if lower.contains("libfabric") || lower == "ofi" || lower.starts_with("ofi") {
+        "Libfabric"
     } else {
         "plugin"
     }
@@ -168,6 +174,11 @@ pub struct Link {
 pub struct CommLog {
     /// Pointer as printed ("0x55d0..."); "?" when the log never named it.
     pub comm: String,
+    /// The host and process that logged its Init line (from the line's prefix).
+    #[serde(default)]
+    pub host: Option<String>,
+    #[serde(default)]
+    pub pid: Option<u32>,
     pub comm_id: Option<String>,
     pub rank: Option<usize>,
     pub nranks: Option<usize>,
@@ -207,6 +218,19 @@ pub struct NcclLog {
     pub no_ib_device: bool,
     /// `NET/Plugin` lines naming what was loaded (or not).
     pub plugin: Vec<String>,
+    /// aws-ofi-nccl's `Selected Provider is efa` (or `cxi`, Slingshot).
+    #[serde(default)]
+    pub ofi_provider: Option<String>,
+    /// Every host named in a line's prefix, in order of first appearance (several
+    /// when processes of several nodes were logged into one stream).
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Ranks the lines place on a host: the rank of an Init line, the sending rank
+    /// of a `[send]` network line and the receiving one of a `[receive]` line, both
+    /// ends of a P2P or SHM line (inside the logger's node), each by the host of the
+    /// line's prefix; a rank placed on two hosts (two communicators) is left out.
+    #[serde(default)]
+    pub rank_hosts: std::collections::BTreeMap<usize, String>,
     /// `Bootstrap : Using eth0:10.0.0.1<0>`.
     pub bootstrap: Option<String>,
     pub gdr: Vec<GdrState>,
@@ -248,8 +272,23 @@ fn parse_prefix(pre: &str) -> Prefix {
         let host = it.next();
         if let (Some(host), Some(pid), Some(tid)) = (host, pid, tid) {
             if let (Ok(pid), Ok(tid)) = (pid.parse::<u32>(), tid.parse::<u64>()) {
+                // A launcher's tag glued to the host: Open MPI's `[1,2]<stdout>:`,
+                // torchrun's `[rank0]:` or `[default0]:`. Host names hold no ':'.
+                let host = host.rsplit(':').next().unwrap_or(host);
+                let host = host.trim_start_matches('[');
+                // A collector's ISO-8601 time glued to it ("…-07:00ip-10-0-0-1"): the
+                // ':' split left the time's last digits in front.
+                let glued = tok.len() > 11
+                    && tok.as_bytes()[4] == b'-'
+                    && tok.as_bytes()[10] == b'T'
+                    && tok[..4].bytes().all(|b| b.is_ascii_digit());
+                let host = if glued {
+                    host.trim_start_matches(|c: char| c.is_ascii_digit() || c == 'Z')
+                } else {
+                    host
+                };
                 if !host.is_empty() {
-                    p.host = Some(host.trim_start_matches('[').to_string());
+                    p.host = Some(host.to_string());
                     p.pid = Some(pid);
                     p.tid = Some(tid);
                 }
@@ -371,7 +410,13 @@ fn parse_devices(net: &str, list: &str) -> Vec<NetDevice> {
 fn parse_channel(msg: &str) -> Option<LinkKey> {
     let via_at = msg.find(" via ")?;
     let head = &msg[..via_at];
-    let via = Via::parse(&msg[via_at + 5..]);
+    // Some builds print the communicator after the transport ("via P2P/IPC comm
+    // 0x5609976f9470 nRanks 32").
+    let mut via_text = &msg[via_at + 5..];
+    if let Some(c) = via_text.find(" comm 0x") {
+        via_text = &via_text[..c];
+    }
+    let via = Via::parse(via_text);
     let colon = head.find(':')?;
     let body = &head[colon + 1..];
     let arrow = body.find("->")?;
@@ -418,7 +463,13 @@ struct State {
     /// Whether any "Init START" line exists (decides attribution, see module header).
     has_start: bool,
     current: Option<usize>,
-    by_tid: HashMap<u64, usize>,
+    /// The communicator each thread of each process is initialising.
+    by_tid: HashMap<(Option<String>, Option<u32>, u64), usize>,
+    /// Rank -> host as the lines place it (None: placed on two hosts).
+    placed: HashMap<usize, Option<String>>,
+    /// The communicator each process started last (a stream may interleave several
+    /// processes' lines: each goes to its own process's communicator).
+    by_proc: HashMap<(Option<String>, Option<u32>), usize>,
     /// Connections waiting for their "Init COMPLETE" (logs without START lines).
     pending: Vec<LinkKey>,
     pending_graph: Vec<String>,
@@ -426,6 +477,15 @@ struct State {
 }
 
 impl State {
+    /// `rank` is on `host` (a line of that host says so).
+    fn place(&mut self, rank: usize, host: &Option<String>) {
+        let Some(h) = host else { return };
+        let e = self.placed.entry(rank).or_insert_with(|| Some(h.clone()));
+        if e.as_ref().is_some_and(|x| x != h) {
+            *e = None;
+        }
+    }
+
     fn new_comm(&mut self, comm: CommLog) -> usize {
         self.log.comms.push(comm);
         self.link_index.push(HashMap::new());
@@ -459,16 +519,29 @@ impl State {
     /// The communicator a line of thread `tid` is about.
     /// The thread's own communicator while its initialisation runs (several may
     /// initialise at once), else the one started last.
-    fn target(&self, tid: Option<u64>) -> Option<usize> {
-        let initialising = tid
-            .and_then(|t| self.by_tid.get(&t).copied())
+    fn target(&self, pre: &Prefix) -> Option<usize> {
+        let initialising = pre
+            .tid
+            .and_then(|t| self.by_tid.get(&(pre.host.clone(), pre.pid, t)).copied())
             .filter(|&c| self.log.comms.get(c).is_some_and(|c| !c.complete));
-        initialising.or(self.current)
+        let process = || {
+            pre.pid
+                .and_then(|_| self.by_proc.get(&(pre.host.clone(), pre.pid)).copied())
+        };
+        initialising.or_else(process).or(self.current)
+    }
+
+    /// This line's communicator is now `ci` for its process (and the stream).
+    fn set_current(&mut self, pre: &Prefix, ci: usize) {
+        self.current = Some(ci);
+        if pre.pid.is_some() {
+            self.by_proc.insert((pre.host.clone(), pre.pid), ci);
+        }
     }
 
     /// Where a comm-scoped fact goes; creates an anonymous communicator if none yet.
-    fn comm_for(&mut self, tid: Option<u64>) -> usize {
-        match self.target(tid) {
+    fn comm_for(&mut self, pre: &Prefix) -> usize {
+        match self.target(pre) {
             Some(c) => c,
             None => {
                 let c = self.new_comm(CommLog {
@@ -490,6 +563,8 @@ pub fn parse(text: &str) -> NcclLog {
         has_start,
         current: None,
         by_tid: HashMap::new(),
+        by_proc: HashMap::new(),
+        placed: HashMap::new(),
         pending: Vec::new(),
         pending_graph: Vec::new(),
         link_index: Vec::new(),
@@ -504,17 +579,39 @@ pub fn parse(text: &str) -> NcclLog {
             }
             continue;
         }
-        let Some(at) = line.find("NCCL INFO") else {
-            // The version banner is printed without the prefix by some versions.
-            if let Some(v) = line.trim().strip_prefix("NCCL version ") {
-                if st.log.version.is_none() {
-                    st.log.version = v.split_whitespace().next().map(String::from);
+        let (pre_text, msg) = match line.find("NCCL INFO") {
+            Some(at) => (&line[..at], line[at + 9..].trim()),
+            None => match stripped_message(line) {
+                // A line whose "NCCL INFO" a logging program dropped.
+                Some(at) => (&line[..at], line[at..].trim()),
+                None => {
+                    // The version banner is printed without the prefix by some
+                    // versions, after a launcher's or log collector's own prefix.
+                    if let Some(at) = line.find("NCCL version ") {
+                        let before = &line[..at];
+                        if (before.is_empty() || before.ends_with([' ', ':', '|', ']']))
+                            && st.log.version.is_none()
+                        {
+                            st.log.version =
+                                line[at + 13..].split_whitespace().next().map(String::from);
+                        }
+                    }
+                    continue;
                 }
-            }
-            continue;
+            },
         };
         st.log.info_lines += 1;
-        let pre = parse_prefix(&line[..at]);
+        // A log collector's copy with the line repeated after " | ".
+        let msg = match msg.find(" | ") {
+            Some(bar) if msg[bar..].contains("NCCL INFO") => msg[..bar].trim_end(),
+            _ => msg,
+        };
+        let pre = parse_prefix(pre_text);
+        if let Some(h) = &pre.host {
+            if !st.log.hosts.contains(h) {
+                st.log.hosts.push(h.clone());
+            }
+        }
         if st.log.host.is_none() {
             st.log.host = pre.host.clone();
             st.log.pid = pre.pid;
@@ -522,9 +619,13 @@ pub fn parse(text: &str) -> NcclLog {
         if st.log.cuda_dev.is_none() {
             st.log.cuda_dev = pre.dev;
         }
-        let msg = line[at + 9..].trim();
         info_line(&mut st, &pre, msg);
     }
+    st.log.rank_hosts = st
+        .placed
+        .iter()
+        .filter_map(|(r, h)| h.clone().map(|h| (*r, h)))
+        .collect();
     // Connections after the last COMPLETE of a START-less log: the last communicator.
     if !st.pending.is_empty() {
         let target = st.current.or_else(|| st.log.comms.len().checked_sub(1));
@@ -540,6 +641,35 @@ pub fn parse(text: &str) -> NcclLog {
         }
     }
     st.log
+}
+
+/// Where an NCCL message starts in a line that lost its "NCCL INFO" (some logging
+/// programs strip it): one of NCCL's own message shapes, at the start or after the
+/// prefix (`host:pid:tid [dev] `), and only in a line that has the rest of the shape.
+fn stripped_message(line: &str) -> Option<usize> {
+    const SHAPES: [(&str, &[&str]); 8] = [
+        ("Channel ", &[" via "]),
+        ("Ring ", &[" via "]),
+        (
+            "NET/",
+            &[" : Using ", "Selected Provider", " : No device found"],
+        ),
+        ("comm 0x", &["- Init "]),
+        ("Using network ", &[]),
+        ("GPU Direct RDMA ", &[" for HCA "]),
+        ("NVLS multicast support is", &[]),
+        ("Pattern ", &["nChannels", ", type "]),
+    ];
+    let starts = |at: usize| at == 0 || line[..at].ends_with([' ', ']', ':']);
+    SHAPES
+        .iter()
+        .filter_map(|(start, needs)| {
+            let at = line.find(start)?;
+            let rest = &line[at..];
+            (starts(at) && (needs.is_empty() || needs.iter().any(|n| rest.contains(n))))
+                .then_some(at)
+        })
+        .min()
 }
 
 /// A parser of one family of INFO messages: given the message and its lowercase form,
@@ -587,7 +717,11 @@ fn version_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
 
 /// "Using network IB".
 fn network_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
-    let Some(net) = msg.strip_prefix("Using network ") else {
+    // (before 2.4: "Using internal Network IB")
+    let Some(net) = msg
+        .strip_prefix("Using network ")
+        .or_else(|| msg.strip_prefix("Using internal Network "))
+    else {
         return false;
     };
     st.log.network = Some(net.trim().to_string());
@@ -605,8 +739,20 @@ fn bootstrap_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
     true
 }
 
-/// "NET/Plugin: …" and "Plugin Path : …" (the first eight kept).
-fn plugin_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
+/// "NET/Plugin: …" and "Plugin Path : …" (the first eight kept); aws-ofi-nccl's
+/// "NET/OFI Selected Provider is efa (found 4 nics)".
+fn plugin_info(st: &mut State, _: &Prefix, msg: &str, lower: &str) -> bool {
+    if let Some(at) = lower.find("selected provider is ") {
+        let p = &msg[at + "selected provider is ".len()..];
+        let name: String = p
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-' || *c == ';')
+            .collect();
+        if !name.is_empty() && st.log.ofi_provider.is_none() {
+            st.log.ofi_provider = Some(name);
+        }
+        return true;
+    }
     if !(msg.starts_with("NET/Plugin") || msg.starts_with("Plugin Path")) {
         return false;
     }
@@ -638,8 +784,16 @@ fn net_info(st: &mut State, _: &Prefix, msg: &str, _: &str) -> bool {
         st.log.no_ib_device = true;
         return true;
     }
-    if let Some(u) = rest.find("Using ") {
-        let devs = parse_devices(&net, &rest[u + 6..]);
+    // (before 2.4, one device per line: "NET/IB: [0] mlx5_3:1/IB")
+    let list = match rest.find("Using ") {
+        Some(u) => Some(&rest[u + 6..]),
+        None => rest[net.len()..]
+            .trim_start_matches([' ', ':'])
+            .starts_with('[')
+            .then(|| rest[net.len()..].trim_start_matches([' ', ':'])),
+    };
+    if let Some(list) = list {
+        let devs = parse_devices(&net, list);
         for d in devs {
             if !st.log.net_devices.contains(&d) {
                 st.log.net_devices.push(d);
@@ -664,8 +818,17 @@ fn connection_info(st: &mut State, pre: &Prefix, msg: &str, _: &str) -> bool {
         return false;
     }
     if let Some(l) = parse_channel(msg) {
+        match (&l.3, l.2.as_deref()) {
+            (Via::Net { .. }, Some("send")) => st.place(l.0, &pre.host),
+            (Via::Net { .. }, Some("receive")) => st.place(l.1, &pre.host),
+            (Via::P2p { .. } | Via::Shm { .. }, _) => {
+                st.place(l.0, &pre.host);
+                st.place(l.1, &pre.host);
+            }
+            _ => {}
+        }
         if st.has_start {
-            let ci = st.comm_for(pre.tid);
+            let ci = st.comm_for(pre);
             st.add_link(ci, l);
         } else {
             st.pending.push(l);
@@ -691,7 +854,7 @@ fn pattern_info(st: &mut State, pre: &Prefix, msg: &str, _: &str) -> bool {
     if let Some(t) = field(msg, "type") {
         let t = t.trim_end_matches(',').to_string();
         if st.has_start {
-            let ci = st.comm_for(pre.tid);
+            let ci = st.comm_for(pre);
             if let Some(c) = st.log.comms.get_mut(ci) {
                 if !c.graph_types.contains(&t) {
                     c.graph_types.push(t);
@@ -784,7 +947,7 @@ fn algo_info(st: &mut State, pre: &Prefix, msg: &str, _: &str) -> bool {
 /// START-less logs the facts come before the COMPLETE line, like connections.
 fn comm_for_fact(st: &mut State, pre: &Prefix) -> usize {
     if st.has_start {
-        return st.comm_for(pre.tid);
+        return st.comm_for(pre);
     }
     // A placeholder that the next COMPLETE line adopts.
     match st.log.comms.last() {
@@ -835,6 +998,9 @@ fn gdr_line(st: &mut State, msg: &str) {
 fn comm_line(st: &mut State, pre: &Prefix, msg: &str) {
     let comm = field(msg, "comm").unwrap_or("?").to_string();
     let comm_id = field(msg, "commId").map(String::from);
+    if let Some(r) = num(field(msg, "rank")) {
+        st.place(r, &pre.host);
+    }
     let fill = |c: &mut CommLog| {
         c.rank = num(field(msg, "rank")).or(c.rank);
         c.nranks = num(field(msg, "nranks"))
@@ -845,11 +1011,20 @@ fn comm_line(st: &mut State, pre: &Prefix, msg: &str) {
         if c.comm_id.is_none() {
             c.comm_id = field(msg, "commId").map(String::from);
         }
+        if c.pid.is_none() {
+            c.host = pre.host.clone();
+            c.pid = pre.pid;
+        }
     };
+    // (two processes' communicators may even share a pointer value)
     let same = |c: &CommLog| {
         c.comm == comm
             && match (&c.comm_id, &comm_id) {
                 (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+            && match (c.pid, pre.pid) {
+                (Some(a), Some(b)) => a == b && c.host == pre.host,
                 _ => true,
             }
     };
@@ -877,9 +1052,9 @@ fn comm_line(st: &mut State, pre: &Prefix, msg: &str) {
         } else {
             st.new_comm(c)
         };
-        st.current = Some(ci);
+        st.set_current(pre, ci);
         if let Some(t) = pre.tid {
-            st.by_tid.insert(t, ci);
+            st.by_tid.insert((pre.host.clone(), pre.pid, t), ci);
         }
         return;
     }
@@ -912,7 +1087,7 @@ fn comm_line(st: &mut State, pre: &Prefix, msg: &str) {
     for l in std::mem::take(&mut st.pending) {
         st.add_link(ci, l);
     }
-    st.current = Some(ci);
+    st.set_current(pre, ci);
 }
 
 /// How one network carried connections.
@@ -1145,13 +1320,25 @@ pub struct NcclLogSummary {
     pub comms: usize,
     pub intra: Transports,
     pub inter: Transports,
+    /// Network connections whose two ranks the log does not place on hosts: intra-
+    /// or inter-node cannot be told from the log alone (NCCL takes the network inside
+    /// a node too when P2P and SHM are off).
+    #[serde(default)]
+    pub unknown: Transports,
+    /// aws-ofi-nccl's provider ("efa", "cxi").
+    #[serde(default)]
+    pub ofi_provider: Option<String>,
+    /// Hosts named in the lines' prefixes.
+    #[serde(default)]
+    pub hosts: Vec<String>,
     pub algorithms: Vec<String>,
     pub warnings: Vec<String>,
 }
 
 /// Add one communicator's connections to `intra`/`inter`; `same_node(from, to)` says
 /// whether two communicator ranks share a node (None: unknown, then network
-/// connections count as inter-node and the rest as intra-node).
+/// connections count as inter-node and the rest as intra-node). For callers with a
+/// node map; [`classify_known`] keeps the unknown apart.
 pub fn classify(
     log: &NcclLog,
     comm: &CommLog,
@@ -1159,15 +1346,60 @@ pub fn classify(
     intra: &mut Transports,
     inter: &mut Transports,
 ) {
+    let mut unknown = Transports::default();
+    classify_known(log, comm, same_node, intra, inter, &mut unknown);
+    inter.merge(&unknown);
+}
+
+/// The host of each rank of `comm` that the log's Init lines place: every process
+/// in the stream that logged a communicator with the same commId names its rank and
+/// host in its line prefix (one process with several GPUs: all on its host).
+pub fn rank_hosts(log: &NcclLog, comm: &CommLog) -> HashMap<usize, String> {
+    let mut m: HashMap<usize, String> = log
+        .rank_hosts
+        .iter()
+        .map(|(r, h)| (*r, h.clone()))
+        .collect();
+    let peers = log.comms.iter().filter(|c| {
+        std::ptr::eq(*c, comm) || (comm.comm_id.is_some() && c.comm_id == comm.comm_id)
+    });
+    for c in peers {
+        if let (Some(r), Some(h)) = (c.rank, c.host.as_ref().or(log.host.as_ref())) {
+            m.insert(r, h.clone());
+        }
+    }
+    m
+}
+
+/// [`classify`] from facts only: `same_node`, else the hosts the log places the two
+/// ranks on ([`rank_hosts`]); P2P and SHM are inside a node by nature; a network
+/// connection between ranks neither places goes to `unknown`, never guessed.
+pub fn classify_known(
+    log: &NcclLog,
+    comm: &CommLog,
+    same_node: &dyn Fn(usize, usize) -> Option<bool>,
+    intra: &mut Transports,
+    inter: &mut Transports,
+    unknown: &mut Transports,
+) {
     let device = |net: &str, dev: usize| log.device_name(net, dev);
+    let hosts = rank_hosts(log, comm);
     let mut any_intra = false;
     for l in &comm.links {
-        let local = same_node(l.from, l.to).unwrap_or(!l.via.is_network());
-        if local {
-            any_intra = true;
-            intra.add(&l.via, &device);
-        } else {
-            inter.add(&l.via, &device);
+        let from_log = match (hosts.get(&l.from), hosts.get(&l.to)) {
+            (Some(a), Some(b)) => Some(a == b),
+            _ => None,
+        };
+        let local = same_node(l.from, l.to)
+            .or(from_log)
+            .or((!l.via.is_network()).then_some(true));
+        match local {
+            Some(true) => {
+                any_intra = true;
+                intra.add(&l.via, &device);
+            }
+            Some(false) => inter.add(&l.via, &device),
+            None => unknown.add(&l.via, &device),
         }
     }
     if comm.nvls {
@@ -1187,13 +1419,15 @@ pub fn classify(
     }
 }
 
-/// The whole file condensed, network connections counted as inter-node.
+/// The whole file condensed: a connection is intra- or inter-node as the log's own
+/// facts say ([`classify_known`]), else of unknown tier.
 pub fn summarize(log: &NcclLog) -> NcclLogSummary {
     let mut intra = Transports::default();
     let mut inter = Transports::default();
+    let mut unknown = Transports::default();
     let mut algorithms: BTreeSet<String> = BTreeSet::new();
     for c in &log.comms {
-        classify(log, c, &|_, _| None, &mut intra, &mut inter);
+        classify_known(log, c, &|_, _| None, &mut intra, &mut inter, &mut unknown);
         algorithms.extend(c.algorithms.iter().cloned());
     }
     NcclLogSummary {
@@ -1208,6 +1442,9 @@ pub fn summarize(log: &NcclLog) -> NcclLogSummary {
         comms: log.comms.len(),
         intra,
         inter,
+        unknown,
+        ofi_provider: log.ofi_provider.clone(),
+        hosts: log.hosts.clone(),
         algorithms: algorithms.into_iter().collect(),
         warnings: log.warnings.clone(),
     }

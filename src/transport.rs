@@ -31,6 +31,7 @@ use crate::kinds::TierKind;
 use crate::mpi_log::{self, push_once, MpiLog};
 use crate::nccl_log::{self, NcclLog, Transports};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -334,6 +335,9 @@ pub struct RankNccl {
     pub intra: Transports,
     pub inter: Transports,
     pub warnings: Vec<String>,
+    /// aws-ofi-nccl's provider ("efa", "cxi").
+    #[serde(default)]
+    pub ofi_provider: Option<String>,
 }
 
 /// What one rank's Open MPI output says.
@@ -399,6 +403,7 @@ pub fn rank_nccl(
         gdr_enabled: log.gdr_enabled(),
         nvls_available: log.nvls_available,
         warnings: log.warnings.iter().take(3).cloned().collect(),
+        ofi_provider: log.ofi_provider.clone(),
         ..RankNccl::default()
     };
     match align(log, records, me) {
@@ -423,13 +428,16 @@ pub fn rank_nccl(
         }
         None => {
             notes.push(format!(
-                "rank {me}: the log's {} communicator(s) do not line up with the {} burnin created; transports reported per host only",
+                "rank {me}: the log's {} communicator(s) do not line up with the {} burnin created; transports reported per host only (its network connections counted as inter-node)",
                 log.comms.len(),
                 records.len()
             ));
+            // Without the alignment the node map cannot place the log's ranks: its
+            // network connections are counted as inter-node, as the note says.
             let summary = nccl_log::summarize(log);
             out.intra = summary.intra;
             out.inter = summary.inter;
+            out.inter.merge(&summary.unknown);
         }
     }
     out
@@ -568,6 +576,14 @@ pub struct HostTransport {
     pub intra: Transports,
     /// Transports to other nodes, over its logs.
     pub inter: Transports,
+    /// Network connections whose tier the logs cannot tell (logs read without a
+    /// node map whose peers no log places on a host).
+    #[serde(default)]
+    pub unknown: Transports,
+    /// aws-ofi-nccl's provider ("efa"; "cxi" on Slingshot), from the first log that
+    /// names it.
+    #[serde(default)]
+    pub ofi_provider: Option<String>,
 }
 
 impl HostTransport {
@@ -585,6 +601,7 @@ impl HostTransport {
         self.nvls_available = self.nvls_available.or(n.nvls_available);
         self.intra.merge(&n.intra);
         self.inter.merge(&n.inter);
+        self.ofi_provider = self.ofi_provider.take().or(n.ofi_provider.clone());
     }
 }
 
@@ -805,38 +822,100 @@ fn mpi_report(
 }
 
 /// A report from NCCL log files alone (no tiers: the files do not say which
-/// communicator was which), one host per host name of the line prefixes; network
-/// connections count as inter-node. For logs taken outside burnin, and tests.
+/// communicator was which), one host per host name of the line prefixes (a file that
+/// interleaves several processes gives each its own host). Which ranks share a node
+/// comes from the logs themselves: every process's Init line names its rank of a
+/// communicator (by commId) and its host; a network connection between ranks that no
+/// log places is counted as of unknown tier, never guessed. For logs taken outside
+/// burnin, and tests.
 pub fn report_from_logs(logs: &[NcclLog]) -> TransportReport {
     let mut rep = TransportReport {
         backend: "nccl".into(),
         source: "NCCL INFO log files".into(),
         ..TransportReport::default()
     };
-    for (i, log) in logs.iter().enumerate() {
-        let s = nccl_log::summarize(log);
-        let host = s.host.clone().unwrap_or_else(|| "unknown host".into());
-        let h = match rep.hosts.iter().position(|h| h.host == host) {
-            Some(p) => &mut rep.hosts[p],
+    // (commId, rank) -> host, over every file.
+    let mut placed: HashMap<(String, usize), String> = HashMap::new();
+    for log in logs {
+        for c in &log.comms {
+            if let (Some(id), Some(r), Some(h)) =
+                (&c.comm_id, c.rank, c.host.as_ref().or(log.host.as_ref()))
+            {
+                placed.insert((id.clone(), r), h.clone());
+            }
+        }
+    }
+    fn host_entry<'a>(rep: &'a mut TransportReport, host: &str) -> &'a mut HostTransport {
+        let at = match rep.hosts.iter().position(|h| h.host == host) {
+            Some(p) => p,
             None => {
                 rep.hosts.push(HostTransport {
-                    host: host.clone(),
+                    host: host.to_string(),
                     ..HostTransport::default()
                 });
-                let last = rep.hosts.len() - 1;
-                &mut rep.hosts[last]
+                rep.hosts.len() - 1
             }
         };
-        h.ranks.push(i);
-        h.add(&RankNccl {
-            version: s.version,
-            network: s.network,
-            gdr_enabled: log.gdr_enabled(),
-            nvls_available: s.nvls_available,
-            intra: s.intra,
-            inter: s.inter,
-            ..RankNccl::default()
-        });
+        &mut rep.hosts[at]
+    }
+    for (i, log) in logs.iter().enumerate() {
+        let file_host = log.host.clone().unwrap_or_else(|| "unknown host".into());
+        // Each process of the file: its host's transports.
+        let mut per_host: Vec<(String, RankNccl, Transports)> = Vec::new();
+        for c in &log.comms {
+            let host = c.host.clone().unwrap_or_else(|| file_host.clone());
+            let k = match per_host.iter().position(|(h, _, _)| *h == host) {
+                Some(k) => k,
+                None => {
+                    per_host.push((
+                        host.clone(),
+                        RankNccl {
+                            version: log.version.clone(),
+                            network: log.network.clone(),
+                            gdr_enabled: log.gdr_enabled(),
+                            nvls_available: log.nvls_available,
+                            ofi_provider: log.ofi_provider.clone(),
+                            ..RankNccl::default()
+                        },
+                        Transports::default(),
+                    ));
+                    per_host.len() - 1
+                }
+            };
+            let from_lines = nccl_log::rank_hosts(log, c);
+            let where_is = |r: usize| {
+                c.comm_id
+                    .as_ref()
+                    .and_then(|id| placed.get(&(id.clone(), r)))
+                    .or_else(|| from_lines.get(&r))
+            };
+            let same = |a: usize, b: usize| match (where_is(a), where_is(b)) {
+                (Some(x), Some(y)) => Some(x == y),
+                _ => None,
+            };
+            let (_, n, unknown) = &mut per_host[k];
+            nccl_log::classify_known(log, c, &same, &mut n.intra, &mut n.inter, unknown);
+        }
+        if per_host.is_empty() {
+            per_host.push((
+                file_host.clone(),
+                RankNccl {
+                    version: log.version.clone(),
+                    network: log.network.clone(),
+                    gdr_enabled: log.gdr_enabled(),
+                    nvls_available: log.nvls_available,
+                    ofi_provider: log.ofi_provider.clone(),
+                    ..RankNccl::default()
+                },
+                Transports::default(),
+            ));
+        }
+        for (host, n, unknown) in per_host {
+            let h = host_entry(&mut rep, &host);
+            h.ranks.push(i);
+            h.add(&n);
+            h.unknown.merge(&unknown);
+        }
     }
     rep
 }
@@ -879,10 +958,72 @@ pub struct FabricJudgement {
     pub detail: String,
 }
 
-/// Whether inter-node NCCL traffic went over InfiniBand/RoCE (`NET/IB`, not
-/// `NET/Socket`) on at least `nics` distinct adapters of every host. Pure: the report
-/// of run.json and the topology's `[inter] nics`.
-pub fn judge_nccl_fabric(rep: Option<&TransportReport>, nics: Option<usize>) -> FabricJudgement {
+/// The RDMA fabric a topology declares between nodes (`[inter] nic_kind`), as the
+/// fabric criterion judges NCCL's network against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fabric {
+    /// InfiniBand or RoCE through verbs: `NET/IB` (or an IB-verbs plugin: `IBext`).
+    Ib,
+    /// AWS EFA through aws-ofi-nccl: `NET/AWS Libfabric` (or `OFI`), provider efa.
+    Efa,
+    /// HPE Slingshot through aws-ofi-nccl, provider cxi.
+    Slingshot,
+    /// Not declared: any RDMA fabric (IB or Libfabric), never the socket fallback.
+    AnyRdma,
+}
+
+impl Fabric {
+    /// From a topology's `nic_kind` (None or a non-RDMA kind: any RDMA fabric).
+    pub fn from_nic_kind(kind: Option<&str>) -> Fabric {
+        match kind.map(str::to_ascii_lowercase).as_deref() {
+            Some("infiniband" | "ib" | "roce") => Fabric::Ib,
+            Some("efa") => Fabric::Efa,
+            Some("slingshot" | "cxi") => Fabric::Slingshot,
+            _ => Fabric::AnyRdma,
+        }
+    }
+
+    /// How it shows in NCCL's log, for the criterion's wording.
+    pub fn shown(self) -> &'static str {
+        match self {
+            Fabric::Ib => "NET/IB",
+            Fabric::Efa => "NET/AWS Libfabric (provider efa)",
+            Fabric::Slingshot => "NET/AWS Libfabric (provider cxi)",
+            Fabric::AnyRdma => "NET/IB or NET/AWS Libfabric",
+        }
+    }
+
+    /// Adapters: HCAs or EFA/cxi devices.
+    fn adapters(self) -> &'static str {
+        match self {
+            Fabric::Ib => "HCA(s)",
+            Fabric::Efa => "EFA device(s)",
+            Fabric::Slingshot => "cxi device(s)",
+            Fabric::AnyRdma => "RDMA adapter(s)",
+        }
+    }
+
+    /// Whether a network of `family` with aws-ofi-nccl `provider` is this fabric.
+    fn accepts(self, family: &str, provider: Option<&str>) -> bool {
+        let prov = |want: &str| provider.map_or(true, |p| p.to_ascii_lowercase().starts_with(want));
+        match self {
+            Fabric::Ib => family == "IB",
+            Fabric::Efa => family == "Libfabric" && prov("efa"),
+            Fabric::Slingshot => family == "Libfabric" && prov("cxi"),
+            Fabric::AnyRdma => family == "IB" || family == "Libfabric",
+        }
+    }
+}
+
+/// Whether inter-node NCCL traffic went over the fabric the topology declares
+/// (`fabric`: NET/IB for InfiniBand/RoCE, aws-ofi-nccl's Libfabric for EFA or
+/// Slingshot; never NET/Socket) on at least `nics` distinct adapters of every host.
+/// Pure: the report of run.json and the topology's `[inter] nics` and `nic_kind`.
+pub fn judge_nccl_fabric(
+    rep: Option<&TransportReport>,
+    nics: Option<usize>,
+    fabric: Fabric,
+) -> FabricJudgement {
     let na = |why: &str| FabricJudgement {
         status: FabricStatus::NotApplicable,
         measured: "-".into(),
@@ -922,26 +1063,51 @@ pub fn judge_nccl_fabric(rep: Option<&TransportReport>, nics: Option<usize>) -> 
             problems.push(format!("{}: no inter-node connection in its logs", h.host));
             continue;
         }
-        for u in h.inter.net.iter().filter(|u| u.family != "IB") {
+        let provider = h.ofi_provider.as_deref();
+        for u in h
+            .inter
+            .net
+            .iter()
+            .filter(|u| !fabric.accepts(&u.family, provider))
+        {
+            let prov = match (u.family.as_str(), provider) {
+                ("Libfabric", Some(p)) => format!(", provider {p}"),
+                _ => String::new(),
+            };
             problems.push(format!(
-                "{}: inter-node traffic over NET/{} ({})",
+                "{}: inter-node traffic over NET/{}{prov} ({}), not {}",
                 h.host,
                 u.net,
-                u.devices.join(", ")
+                u.devices.join(", "),
+                fabric.shown()
             ));
         }
-        let ib = h.inter.ib_devices();
-        counts.push(ib.len());
+        let mut used: Vec<String> = Vec::new();
+        for u in h
+            .inter
+            .net
+            .iter()
+            .filter(|u| fabric.accepts(&u.family, provider))
+        {
+            for d in &u.devices {
+                if !used.contains(d) {
+                    used.push(d.clone());
+                }
+            }
+        }
+        used.sort();
+        counts.push(used.len());
         if let Some(want) = nics {
-            if ib.len() < want {
+            if used.len() < want {
                 problems.push(format!(
-                    "{}: {} of {want} HCAs carried inter-node traffic ({})",
+                    "{}: {} of {want} {} carried inter-node traffic ({})",
                     h.host,
-                    ib.len(),
-                    if ib.is_empty() {
+                    used.len(),
+                    fabric.adapters(),
+                    if used.is_empty() {
                         "none".into()
                     } else {
-                        ib.join(", ")
+                        used.join(", ")
                     }
                 ));
             }
@@ -952,8 +1118,10 @@ pub fn judge_nccl_fabric(rep: Option<&TransportReport>, nics: Option<usize>) -> 
         FabricJudgement {
             status: FabricStatus::Pass,
             measured: format!(
-                "NET/IB on all {} host(s), ≥ {min} HCA(s) each",
-                rep.hosts.len()
+                "{} on all {} host(s), ≥ {min} {} each",
+                fabric.shown(),
+                rep.hosts.len(),
+                fabric.adapters()
             ),
             detail: String::new(),
         }
@@ -1041,13 +1209,13 @@ mod tests {
 
     #[test]
     fn fabric_is_not_judged_without_nccl_logs() {
-        let j = judge_nccl_fabric(None, Some(8));
+        let j = judge_nccl_fabric(None, Some(8), Fabric::Ib);
         assert_eq!(j.status, FabricStatus::NotApplicable);
         let rep = TransportReport {
             backend: "mpi".into(),
             ..TransportReport::default()
         };
-        let j = judge_nccl_fabric(Some(&rep), Some(8));
+        let j = judge_nccl_fabric(Some(&rep), Some(8), Fabric::Ib);
         assert_eq!(j.status, FabricStatus::NotApplicable);
         assert!(j.detail.contains("mpi backend"), "{j:?}");
     }

@@ -134,9 +134,14 @@ fn nccl_2_21_without_ib_devices_falls_back_to_sockets() {
     assert_eq!(s.network.as_deref(), Some("Socket"));
     // NCCL 2.19+ prints a GPUDirect line for sockets too; it means nothing there.
     assert!(s.gdr.is_empty(), "{:?}", s.gdr);
-    assert!(s.inter.uses_socket());
-    assert!(s.inter.ib_devices().is_empty());
-    assert_eq!(s.inter.describe(), "NET/Socket over eth0");
+    // One process's file alone does not say where its peers are: its socket
+    // connections are of unknown tier (the two hosts' files together place them).
+    assert!(s.inter.is_empty(), "{:?}", s.inter);
+    assert!(s.unknown.uses_socket());
+    assert!(s.unknown.ib_devices().is_empty());
+    assert_eq!(s.unknown.describe(), "NET/Socket over eth0");
+    let rep = transport::report_from_logs(&logs);
+    assert!(rep.hosts.iter().all(|h| h.inter.uses_socket()), "{rep:?}");
 }
 
 #[test]
@@ -162,7 +167,7 @@ fn nccl_2_26_on_an_h100_node_sets_up_nvls_and_names_the_algorithms() {
 fn fabric_criterion_fails_on_the_socket_fallback_and_passes_on_infiniband() {
     // Socket fallback: fails, naming the host and the interface.
     let rep = transport::report_from_logs(&logs("socket-fallback-2.21"));
-    let j = transport::judge_nccl_fabric(Some(&rep), Some(1));
+    let j = transport::judge_nccl_fabric(Some(&rep), Some(1), transport::Fabric::Ib);
     assert_eq!(j.status, FabricStatus::Fail, "{j:?}");
     assert!(
         j.measured.contains("gpu-a") && j.measured.contains("NET/Socket (eth0)"),
@@ -171,27 +176,27 @@ fn fabric_criterion_fails_on_the_socket_fallback_and_passes_on_infiniband() {
     assert!(j.detail.contains("gpu-b"), "{j:?}");
     // InfiniBand with GPUDirect RDMA on both HCAs of both hosts: passes.
     let rep = transport::report_from_logs(&logs("ib-gdr-2.21"));
-    let j = transport::judge_nccl_fabric(Some(&rep), Some(2));
+    let j = transport::judge_nccl_fabric(Some(&rep), Some(2), transport::Fabric::Ib);
     assert_eq!(j.status, FabricStatus::Pass, "{j:?}");
     assert!(j.measured.contains("NET/IB on all 2 host(s)"), "{j:?}");
     // ... but not when the topology promised 8 HCAs per node.
-    let j = transport::judge_nccl_fabric(Some(&rep), Some(8));
+    let j = transport::judge_nccl_fabric(Some(&rep), Some(8), transport::Fabric::Ib);
     assert_eq!(j.status, FabricStatus::Fail, "{j:?}");
     assert!(
         j.measured
-            .contains("hgx-b17: 2 of 8 HCAs carried inter-node traffic (mlx5_0, mlx5_1)"),
+            .contains("hgx-b17: 2 of 8 HCA(s) carried inter-node traffic (mlx5_0, mlx5_1)"),
         "{j:?}"
     );
     // RoCE without GPUDirect RDMA is still the RDMA fabric.
     let rep = transport::report_from_logs(&logs("roce-no-gdr-2.23"));
     assert_eq!(
-        transport::judge_nccl_fabric(Some(&rep), Some(2)).status,
+        transport::judge_nccl_fabric(Some(&rep), Some(2), transport::Fabric::Ib).status,
         FabricStatus::Pass
     );
     // One node: nothing crosses nodes, nothing to judge.
     let rep = transport::report_from_logs(&logs("nvls-2.26"));
     assert_eq!(
-        transport::judge_nccl_fabric(Some(&rep), Some(8)).status,
+        transport::judge_nccl_fabric(Some(&rep), Some(8), transport::Fabric::Ib).status,
         FabricStatus::NotApplicable
     );
 }
@@ -413,7 +418,7 @@ fn nccl_logs_become_per_tier_transports_through_the_node_map() {
     assert_eq!(rep.hosts.len(), 2);
     assert_eq!(rep.hosts[1].ranks, vec![2, 3]);
     assert_eq!(
-        transport::judge_nccl_fabric(Some(&rep), Some(2)).status,
+        transport::judge_nccl_fabric(Some(&rep), Some(2), transport::Fabric::Ib).status,
         FabricStatus::Pass
     );
     let text = transport::render_lines(&rep);

@@ -679,7 +679,7 @@ pub fn declares_rdma(topo: Option<&crate::topology::file::Topology>) -> bool {
         .is_some_and(|k| {
             matches!(
                 k.to_ascii_lowercase().as_str(),
-                "infiniband" | "ib" | "roce"
+                "infiniband" | "ib" | "roce" | "efa" | "slingshot" | "cxi"
             )
         })
 }
@@ -690,19 +690,24 @@ fn judge_transport(data: &RunData, c: &SweepCriteria) -> Option<Criterion> {
     if !c.nccl_transport_required.unwrap_or(declares_rdma(topo)) {
         return None;
     }
-    let nics = topo.and_then(|t| t.inter.as_ref()).and_then(|i| i.nics);
+    let inter = topo.and_then(|t| t.inter.as_ref());
+    let nics = inter.and_then(|i| i.nics);
+    let fabric = crate::transport::Fabric::from_nic_kind(inter.and_then(|i| i.nic_kind.as_deref()));
     let mut k = crit(
         "sweep.nccl_transport",
         "sweep",
-        "inter-node NCCL traffic over the RDMA fabric (NET/IB, not NET/Socket), every host".into(),
+        format!(
+            "inter-node NCCL traffic over the RDMA fabric ({}, not NET/Socket), every host",
+            fabric.shown()
+        ),
         match nics {
-            Some(n) => format!("NET/IB on ≥ {n} HCA(s) per host"),
-            None => "NET/IB".into(),
+            Some(n) => format!("{} on ≥ {n} adapter(s) per host", fabric.shown()),
+            None => fabric.shown().into(),
         },
     );
     if let Some(s) = &data.sweep {
         let rep = s.report.as_ref().and_then(|r| r.transport.as_ref());
-        let j = crate::transport::judge_nccl_fabric(rep, nics);
+        let j = crate::transport::judge_nccl_fabric(rep, nics, fabric);
         k.measured = j.measured;
         k.detail = j.detail;
         k.status = match j.status {
