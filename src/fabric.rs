@@ -521,6 +521,8 @@ pub struct Difference {
 
 fn nic_kind_matches(kind: &str, nic: &Nic) -> bool {
     match kind {
+        // Slingshot's NICs are Ethernet interfaces named hsnN.
+        "slingshot" | "cxi" => nic.name.starts_with("hsn"),
         "ethernet" => nic.kind == "ethernet",
         "veth" => nic.kind == "veth",
         "infiniband" => nic.kind == "infiniband",
@@ -669,6 +671,23 @@ fn compare_nics(
     let want_rate = inter.nic_rate_gbit;
     // (name, up, rate Gbit/s)
     let ports: Vec<(String, bool, Option<f64>)> = match kind {
+        // EFA devices are verbs devices (rdmapNsM, link layer "Unspecified").
+        "efa" => f
+            .ib_ports
+            .iter()
+            .filter(|p| {
+                p.hca.starts_with("rdmap")
+                    || p.hca.starts_with("efa")
+                    || p.link_layer.eq_ignore_ascii_case("Unspecified")
+            })
+            .map(|p| {
+                (
+                    format!("{}:{}", p.hca, p.port),
+                    p.state == "ACTIVE",
+                    p.rate_gbit,
+                )
+            })
+            .collect(),
         "infiniband" | "roce" => {
             let layer = if kind == "infiniband" {
                 "InfiniBand"
@@ -1152,5 +1171,41 @@ mod tests {
             "{}",
             d[0].text
         );
+    }
+
+    #[test]
+    fn efa_devices_are_the_verbs_ports_of_an_efa_topology() {
+        // A p5-class node: EFA adapters are verbs devices rdmapNsM, link layer
+        // "Unspecified"; the node here has two of the four the topology asks.
+        let t = topo("name='p5'\n[node]\ngpus=0\n[inter]\nnics=4\nnic_kind='efa'\n");
+        let dir = fixture();
+        let mut f = discover_at(dir.path());
+        f.ib_ports = ["rdmap79s0", "rdmap80s0"]
+            .iter()
+            .map(|h| IbPort {
+                hca: h.to_string(),
+                port: 1,
+                state: "ACTIVE".into(),
+                phys_state: None,
+                rate_gbit: Some(100.0),
+                link_layer: "Unspecified".into(),
+                netdevs: Vec::new(),
+                numa_node: None,
+            })
+            .collect();
+        let v = NodeView {
+            host: "node0",
+            ranks: 1,
+            cuda_gpus: vec![],
+            fabric: Some(&f),
+        };
+        let d = compare(&t, std::slice::from_ref(&v));
+        assert!(
+            d.iter()
+                .any(|x| x.what == "nic" && x.text.contains('2') && x.text.contains('4')),
+            "{d:#?}"
+        );
+        let t = topo("name='p5'\n[node]\ngpus=0\n[inter]\nnics=2\nnic_kind='efa'\n");
+        assert!(compare(&t, &[v]).iter().all(|x| x.what != "nic"));
     }
 }

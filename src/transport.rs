@@ -1052,6 +1052,12 @@ pub fn judge_nccl_fabric(
             "the sweep made no inter-node NCCL connection (one node, or no tier across nodes)",
         );
     }
+    // aws-ofi-nccl shows NCCL its own devices (on p5, one per GPU striped over four
+    // EFA adapters), not the adapters the topology counts: no count for Libfabric.
+    let nics = match fabric {
+        Fabric::Efa | Fabric::Slingshot => None,
+        _ => nics,
+    };
     let mut problems = Vec::new();
     let mut counts = Vec::new();
     for h in &rep.hosts {

@@ -19,7 +19,7 @@
 //!
 //! [inter]                     # between nodes
 //! nics = 8                    # NICs per node
-//! nic_kind = "infiniband"     # infiniband | roce | ethernet | veth
+//! nic_kind = "infiniband"     # infiniband | roce | efa | slingshot | ethernet | veth
 //! nic_rate_gbit = 400         # per NIC, Gbit/s
 //! all_reduce_busbw_gbps = 46  # expected busbw at large sizes across nodes, GB/s
 //! all_gather_busbw_gbps = 46
@@ -115,7 +115,7 @@ pub struct NodeSpec {
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
-    /// nvlink3 | nvlink4 | nvlink5 | pcie | shm (intra); infiniband | roce | ethernet | veth (inter).
+    /// nvlink3 | nvlink4 | nvlink5 | pcie | shm (intra); infiniband | roce | efa | slingshot | ethernet | veth (inter).
     #[serde(default)]
     pub link: Option<String>,
     /// NVLinks per GPU (intra; optional).
@@ -124,7 +124,8 @@ pub struct LinkSpec {
     /// NICs per node (inter).
     #[serde(default)]
     pub nics: Option<usize>,
-    /// infiniband, roce, ethernet or veth (inter).
+    /// infiniband, roce, efa, slingshot, ethernet or veth (inter): the fabric criterion
+    /// judges NCCL's network against it.
     #[serde(default)]
     pub nic_kind: Option<String>,
     /// Per-NIC line rate, Gbit/s.
