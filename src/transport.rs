@@ -1015,6 +1015,74 @@ impl Fabric {
     }
 }
 
+/// One host's problems with the fabric, and how many adapters of it carried its
+/// inter-node traffic (None: no log or no inter-node connection, itself a problem).
+fn host_problems(
+    h: &HostTransport,
+    fabric: Fabric,
+    nics: Option<usize>,
+) -> (Vec<String>, Option<usize>) {
+    let mut problems = Vec::new();
+    if h.logs == 0 {
+        return (vec![format!("{}: no NCCL log read", h.host)], None);
+    }
+    if h.inter.links == 0 {
+        return (
+            vec![format!("{}: no inter-node connection in its logs", h.host)],
+            None,
+        );
+    }
+    let provider = h.ofi_provider.as_deref();
+    for u in h
+        .inter
+        .net
+        .iter()
+        .filter(|u| !fabric.accepts(&u.family, provider))
+    {
+        let prov = match (u.family.as_str(), provider) {
+            ("Libfabric", Some(p)) => format!(", provider {p}"),
+            _ => String::new(),
+        };
+        problems.push(format!(
+            "{}: inter-node traffic over NET/{}{prov} ({}), not {}",
+            h.host,
+            u.net,
+            u.devices.join(", "),
+            fabric.shown()
+        ));
+    }
+    let mut used: Vec<String> = Vec::new();
+    for u in h
+        .inter
+        .net
+        .iter()
+        .filter(|u| fabric.accepts(&u.family, provider))
+    {
+        for d in &u.devices {
+            if !used.contains(d) {
+                used.push(d.clone());
+            }
+        }
+    }
+    used.sort();
+    if let Some(want) = nics {
+        if used.len() < want {
+            problems.push(format!(
+                "{}: {} of {want} {} carried inter-node traffic ({})",
+                h.host,
+                used.len(),
+                fabric.adapters(),
+                if used.is_empty() {
+                    "none".into()
+                } else {
+                    used.join(", ")
+                }
+            ));
+        }
+    }
+    (problems, Some(used.len()))
+}
+
 /// Whether inter-node NCCL traffic went over the fabric the topology declares
 /// (`fabric`: NET/IB for InfiniBand/RoCE, aws-ofi-nccl's Libfabric for EFA or
 /// Slingshot; never NET/Socket) on at least `nics` distinct adapters of every host.
@@ -1061,63 +1129,9 @@ pub fn judge_nccl_fabric(
     let mut problems = Vec::new();
     let mut counts = Vec::new();
     for h in &rep.hosts {
-        if h.logs == 0 {
-            problems.push(format!("{}: no NCCL log read", h.host));
-            continue;
-        }
-        if h.inter.links == 0 {
-            problems.push(format!("{}: no inter-node connection in its logs", h.host));
-            continue;
-        }
-        let provider = h.ofi_provider.as_deref();
-        for u in h
-            .inter
-            .net
-            .iter()
-            .filter(|u| !fabric.accepts(&u.family, provider))
-        {
-            let prov = match (u.family.as_str(), provider) {
-                ("Libfabric", Some(p)) => format!(", provider {p}"),
-                _ => String::new(),
-            };
-            problems.push(format!(
-                "{}: inter-node traffic over NET/{}{prov} ({}), not {}",
-                h.host,
-                u.net,
-                u.devices.join(", "),
-                fabric.shown()
-            ));
-        }
-        let mut used: Vec<String> = Vec::new();
-        for u in h
-            .inter
-            .net
-            .iter()
-            .filter(|u| fabric.accepts(&u.family, provider))
-        {
-            for d in &u.devices {
-                if !used.contains(d) {
-                    used.push(d.clone());
-                }
-            }
-        }
-        used.sort();
-        counts.push(used.len());
-        if let Some(want) = nics {
-            if used.len() < want {
-                problems.push(format!(
-                    "{}: {} of {want} {} carried inter-node traffic ({})",
-                    h.host,
-                    used.len(),
-                    fabric.adapters(),
-                    if used.is_empty() {
-                        "none".into()
-                    } else {
-                        used.join(", ")
-                    }
-                ));
-            }
-        }
+        let (p, count) = host_problems(h, fabric, nics);
+        problems.extend(p);
+        counts.extend(count);
     }
     let min = counts.iter().copied().min().unwrap_or(0);
     if problems.is_empty() {
