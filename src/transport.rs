@@ -821,6 +821,19 @@ fn mpi_report(
     }
 }
 
+/// A log file's own facts (version, network, GPUDirect RDMA, NVLS, provider), no
+/// transports yet.
+fn file_facts(log: &NcclLog) -> RankNccl {
+    RankNccl {
+        version: log.version.clone(),
+        network: log.network.clone(),
+        gdr_enabled: log.gdr_enabled(),
+        nvls_available: log.nvls_available,
+        ofi_provider: log.ofi_provider.clone(),
+        ..RankNccl::default()
+    }
+}
+
 /// A report from NCCL log files alone (no tiers: the files do not say which
 /// communicator was which), one host per host name of the line prefixes (a file that
 /// interleaves several processes gives each its own host). Which ranks share a node
@@ -867,18 +880,7 @@ pub fn report_from_logs(logs: &[NcclLog]) -> TransportReport {
             let k = match per_host.iter().position(|(h, _, _)| *h == host) {
                 Some(k) => k,
                 None => {
-                    per_host.push((
-                        host.clone(),
-                        RankNccl {
-                            version: log.version.clone(),
-                            network: log.network.clone(),
-                            gdr_enabled: log.gdr_enabled(),
-                            nvls_available: log.nvls_available,
-                            ofi_provider: log.ofi_provider.clone(),
-                            ..RankNccl::default()
-                        },
-                        Transports::default(),
-                    ));
+                    per_host.push((host.clone(), file_facts(log), Transports::default()));
                     per_host.len() - 1
                 }
             };
@@ -897,18 +899,7 @@ pub fn report_from_logs(logs: &[NcclLog]) -> TransportReport {
             nccl_log::classify_known(log, c, &same, &mut n.intra, &mut n.inter, unknown);
         }
         if per_host.is_empty() {
-            per_host.push((
-                file_host.clone(),
-                RankNccl {
-                    version: log.version.clone(),
-                    network: log.network.clone(),
-                    gdr_enabled: log.gdr_enabled(),
-                    nvls_available: log.nvls_available,
-                    ofi_provider: log.ofi_provider.clone(),
-                    ..RankNccl::default()
-                },
-                Transports::default(),
-            ));
+            per_host.push((file_host.clone(), file_facts(log), Transports::default()));
         }
         for (host, n, unknown) in per_host {
             let h = host_entry(&mut rep, &host);
