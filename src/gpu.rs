@@ -107,6 +107,39 @@ fn driver_present() -> bool {
     unsafe { sys::is_culib_present() }
 }
 
+/// The libcuda files this process has mapped (from /proc/self/maps), in order.
+fn loaded_libcuda() -> Vec<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut seen: Vec<String> = Vec::new();
+    for path in maps.lines().filter_map(|l| l.split_whitespace().nth(5)) {
+        let file = path.rsplit('/').next().unwrap_or(path);
+        if file.starts_with("libcuda.so") && !seen.iter().any(|p| p == path) {
+            seen.push(path.to_string());
+        }
+    }
+    seen
+}
+
+/// What to say when the loaded libcuda is CUDA's link-time stub (cudarc opens the
+/// unversioned `libcuda.so` before `libcuda.so.1`, and build images often put the
+/// toolkit's `stubs` folder on LD_LIBRARY_PATH).
+fn stub_text() -> String {
+    let files = loaded_libcuda();
+    let at = if files.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", files.join(", "))
+    };
+    format!(
+        "the libcuda.so loaded{at} is the CUDA toolkit's stub library, not the driver \
+         (CUDA_ERROR_STUB_LIBRARY): take the toolkit's stubs folder out of \
+         LD_LIBRARY_PATH{}, so that the driver's libcuda.so.1 is found",
+        std::env::var("LD_LIBRARY_PATH")
+            .map(|v| format!(" (now {v})"))
+            .unwrap_or_default()
+    )
+}
+
 /// Load and initialise the driver; its version (13000 for CUDA 13.0).
 fn open_driver() -> Result<i32, String> {
     if !driver_present() {
@@ -117,13 +150,20 @@ fn open_driver() -> Result<i32, String> {
     // lookup succeeds; cuDriverGetVersion exists in every driver and writes one int
     // to a valid pointer. It may be called before cuInit.
     let rc = unsafe { sys::cuDriverGetVersion(&mut version) };
+    let stub = |e: DriverError| e.0 == sys::cudaError_enum::CUDA_ERROR_STUB_LIBRARY;
     if let Err(e) = rc.result() {
+        if stub(e) {
+            return Err(stub_text());
+        }
         return Err(format!(
             "the CUDA driver could not report its version ({})",
             driver_error_text(e)
         ));
     }
     if let Err(e) = result::init() {
+        if stub(e) {
+            return Err(stub_text());
+        }
         let mut msg = format!(
             "the CUDA driver {} did not initialise: {}",
             cuda_version_text(version),

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The tests the coverage check waits for.
-const SCENARIOS: usize = 10;
+const SCENARIOS: usize = 11;
 static FINISHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts a scenario as finished when dropped (passed or failed).
@@ -214,6 +214,30 @@ fn cuda_12_drivers_run_and_an_older_one_is_refused_in_one_line() {
         "{}",
         r.all()
     );
+    // A CUDA toolkit's stubs folder first on the loader path (as build images have
+    // it): cudarc opens its unversioned libcuda.so, the stub; burnin names the file
+    // and the fix instead of a bare CUDA_ERROR_STUB_LIBRARY.
+    let dir = tempfile::tempdir().unwrap();
+    let stubs = dir.path().join("cuda/lib64/stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    std::fs::copy(twin().lib.join("libcuda.so.1"), stubs.join("libcuda.so")).unwrap();
+    let path = format!("{}:{}", stubs.display(), twin().lib.display());
+    let r = on_twin(
+        "driver-stub",
+        1,
+        &args,
+        &[("LD_LIBRARY_PATH", &path)],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    let want = format!(
+        "the libcuda.so loaded ({}) is the CUDA toolkit's stub library, not the driver",
+        stubs.join("libcuda.so").display()
+    );
+    assert!(r.stderr.contains(&want), "{want}\n{}", r.all());
+    assert!(r
+        .stderr
+        .contains("take the toolkit's stubs folder out of LD_LIBRARY_PATH"));
 }
 
 #[test]
@@ -774,8 +798,20 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
         assert!(b["launches"].as_u64().unwrap() >= 2, "{g}");
         assert!(b["checked"].as_u64().unwrap() > 32, "{g}");
         assert_eq!(b["wrong"], 0, "{g}");
-        assert!(b["tflops"].as_f64().unwrap() > 0.0, "{g}");
-        assert!(b["seconds"].as_f64().unwrap() >= 2.0, "{g}");
+        // One wave: the twin's 132 SMs × the 8 blocks its occupancy query answers.
+        assert_eq!(
+            (b["sms"].clone(), b["blocks_per_sm"].clone()),
+            (132.into(), 8.into()),
+            "{g}"
+        );
+        assert_eq!(b["elements"], 132 * 8 * 256 * 4, "{g}");
+        let f = |k: &str| b[k].as_f64().unwrap();
+        let want = 2.0 * f("elements") * f("iters") * f("launches") / f("gpu_seconds") / 1e12;
+        assert!((f("tflops") - want).abs() <= 1e-9 * want, "{want}: {g}");
+        assert!(
+            f("gpu_seconds") <= f("seconds") && f("seconds") >= 2.0,
+            "{g}"
+        );
     }
     let pairs = j["nodes"][0]["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 12, "{j}");
@@ -817,7 +853,9 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
 
     // GPU 1's FMA kernel flips one bit of one element per launch.
     let wrong = dir.path().join("wrong");
-    let (r, j) = gpu_health("gpu-fma-wrong", &wrong, &[("TWIN_FMA_WRONG", "1")]);
+    // (A JIT that fits 6 blocks an SM: the grid follows, still one wave.)
+    let env = [("TWIN_FMA_WRONG", "1"), ("TWIN_OCCUPANCY", "6")];
+    let (r, j) = gpu_health("gpu-fma-wrong", &wrong, &env);
     assert_eq!(r.code, Some(1), "{}", r.all());
     assert_eq!(verdict_of(&r, WRONG), "FAIL", "{}", r.all());
     let d = detail(&r, "gpu.wrong");
@@ -829,6 +867,50 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
         .iter()
         .filter(|g| g["gpu"] != 1)
         .all(|g| g["burn"]["wrong"] == 0));
+    for g in gpus {
+        assert_eq!(g["burn"]["blocks_per_sm"], 6, "{g}");
+        assert_eq!(g["burn"]["elements"], 132 * 6 * 256 * 4, "{g}");
+    }
+}
+
+/// Training over the twin's NCCL (a CPU model: gradients uploaded to the GPU per
+/// bucket, all-reduced by NCCL, downloaded): the step's parts — compute, gradient
+/// exchange (pack, all-reduce, host waits, unpack), optimizer — add up to the step
+/// time, so no wait is lost between them.
+#[test]
+fn training_over_twin_nccl_accounts_for_the_whole_step() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let args = [
+        "train",
+        "--backend",
+        "nccl",
+        "--steps",
+        "12",
+        "--out",
+        s(&out),
+    ];
+    let r = on_twin("train-exchange", 1, &args, &[], Duration::from_secs(180));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("(CPU gradients uploaded to the GPU for NCCL)"),
+        "{}",
+        r.all()
+    );
+    let steps = std::fs::read_to_string(out.join("steps.jsonl")).unwrap();
+    let mut gaps: Vec<f64> = Vec::new();
+    for line in steps.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let f = |k: &str| v[k].as_f64().unwrap();
+        assert!(f("comm_s") > f("allreduce_s"), "{v}");
+        gaps.push(f("step_s") - (f("compute_s") + f("comm_s") + f("optimizer_s")));
+    }
+    assert_eq!(gaps.len(), 12, "{steps}");
+    gaps.sort_by(f64::total_cmp);
+    // What is left between the parts is a few clock reads (5 µs here).
+    assert!(gaps[0] >= 0.0 && gaps[6] < 2e-4, "{gaps:?}");
 }
 
 /// Sum the call counts of every run of this test process, per library and entry point.

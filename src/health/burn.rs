@@ -1,8 +1,9 @@
 //! The compute burn: fused multiply-adds on every SM for a fixed time, results checked
 //! against the host's own `f32::mul_add` chain.
 //!
-//! burnin_fma (kernels.cu) runs, for each of `len` elements (2048 threads per SM, 4
-//! chains each), `iters` steps of x = fma(x, [`A`], [`B`]) from a start value the host
+//! burnin_fma (kernels.cu) runs, for each of `len` elements (one full wave: the SM
+//! count × the blocks of 256 threads an SM holds, as the driver's occupancy
+//! calculator says for the code its JIT built; 4 chains a thread), `iters` steps of x = fma(x, [`A`], [`B`]) from a start value the host
 //! knows ([`start_value`]). One FMA is correctly rounded on the GPU and in
 //! `f32::mul_add`, so a right element is equal bit for bit to [`host_chain`].
 //!
@@ -94,7 +95,7 @@ pub fn burn(dev: &Arc<Device>, duration: Duration) -> Option<Burn> {
     let r = Kernels::load(dev)
         .map_err(|e| format!("{e:#}"))
         .and_then(|k| {
-            let r = Burner::new(dev, &k).and_then(|mut s| s.run(duration, &mut b));
+            let r = Burner::new(dev, &k, &mut b).and_then(|mut s| s.run(duration, &mut b));
             if !dev.is_poisoned() {
                 k.unload();
             }
@@ -117,6 +118,16 @@ struct Burner<'a> {
     blocks: u32,
 }
 
+/// The burn's grid: `blocks_per_sm` blocks on each of `sms` SMs, and the elements
+/// its threads carry ([`FMA_CHAINS`] each).
+pub fn grid(sms: u32, blocks_per_sm: u32) -> (u32, u64) {
+    let blocks = sms.max(1) * blocks_per_sm.max(1);
+    (
+        blocks,
+        u64::from(blocks) * u64::from(BLOCK_THREADS) * FMA_CHAINS,
+    )
+}
+
 impl Drop for Burner<'_> {
     fn drop(&mut self) {
         if !self.dev.is_poisoned() {
@@ -130,13 +141,16 @@ fn text(doing: &str, e: DriverError) -> String {
 }
 
 impl<'a> Burner<'a> {
-    fn new(dev: &'a Arc<Device>, k: &'a Kernels) -> Result<Burner<'a>, String> {
+    fn new(dev: &'a Arc<Device>, k: &'a Kernels, b: &mut Burn) -> Result<Burner<'a>, String> {
         let attr = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT;
         // SAFETY: a live device handle and an attribute every driver knows.
         let sms = unsafe { result::device::get_attribute(dev.raw_device(), attr) }
             .map_err(|e| text("reading the SM count", e))?;
-        let threads = (sms.max(1) as u64) * 2048;
-        let len = threads * FMA_CHAINS;
+        let per_sm = kernels::fma_blocks_per_sm(k).map_err(|e| format!("{e:#}"))?;
+        let (blocks, len) = grid(sms.max(1) as u32, per_sm);
+        b.sms = sms.max(1) as u32;
+        b.blocks_per_sm = per_sm;
+        b.elements = len;
         let bytes = (len * 4) as usize;
         Ok(Burner {
             dev,
@@ -147,7 +161,7 @@ impl<'a> Burner<'a> {
                 .new_events(2)
                 .map_err(|e| text("creating timing events", e))?,
             len,
-            blocks: (threads / u64::from(BLOCK_THREADS)) as u32,
+            blocks,
         })
     }
 
@@ -181,7 +195,7 @@ impl<'a> Burner<'a> {
         // SAFETY: both recorded on this stream, which is idle.
         let ms = unsafe { d.elapsed_ms(self.ev[0], self.ev[1]) }
             .map_err(|e| text("reading the events' time", e))?;
-        Ok(f64::from(ms.max(1e-6)) / 1e3)
+        Ok(f64::from(ms) / 1e3)
     }
 
     /// Steps per launch for about [`TARGET`] each.
@@ -209,6 +223,7 @@ impl<'a> Burner<'a> {
     /// Launch until `duration` has passed, checking every launch; fills `b`.
     fn run(&mut self, duration: Duration, b: &mut Burn) -> Result<(), String> {
         let iters = self.calibrate()?;
+        b.iters = iters;
         let t0 = Instant::now();
         let mut timed = Vec::new();
         let mut reference: Vec<u32> = Vec::new();
@@ -238,6 +253,7 @@ impl<'a> Burner<'a> {
         }
         b.seconds = t0.elapsed().as_secs_f64();
         let gpu_s: f64 = timed.iter().map(|t| t.1).sum();
+        b.gpu_seconds = gpu_s;
         if gpu_s > 0.0 {
             b.tflops = tflops(per_launch * timed.len() as f64, gpu_s);
             b.tflops_by_tenth = by_tenth(&timed, per_launch, b.seconds);
@@ -264,6 +280,14 @@ mod tests {
         let x = host_chain(1023, 100_000);
         assert!(x < start_value(1023) && x > 0.5, "{x}");
         assert_ne!(host_chain(1, 1000), host_chain(2, 1000));
+    }
+
+    #[test]
+    fn the_grid_is_one_wave_of_what_an_sm_holds() {
+        // H100 SXM: 132 SMs; 8 blocks of 256 when the burn fits 32 registers, 6 at 40.
+        assert_eq!(grid(132, 8), (1056, 1056 * 256 * 4));
+        assert_eq!(grid(132, 6), (792, 792 * 1024));
+        assert_eq!(grid(0, 0), (1, 1024));
     }
 
     #[test]

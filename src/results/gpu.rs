@@ -91,6 +91,24 @@ pub struct Burn {
     pub seconds: f64,
     /// Kernel launches completed.
     pub launches: u64,
+    /// SMs of the GPU.
+    #[serde(default)]
+    pub sms: u32,
+    /// Blocks of 256 threads one SM holds at once for the burn kernel, as the driver's
+    /// occupancy calculator says for the code its JIT built; the grid is sms × this
+    /// (one full wave).
+    #[serde(default)]
+    pub blocks_per_sm: u32,
+    /// Elements the grid carries (4 chains a thread).
+    #[serde(default)]
+    pub elements: u64,
+    /// FMA steps per element per launch (calibrated to about 50 ms a launch).
+    #[serde(default)]
+    pub iters: u64,
+    /// GPU time of the timed launches (CUDA events around each kernel), seconds:
+    /// tflops = 2 × elements × iters × launches / gpu_seconds / 10^12.
+    #[serde(default)]
+    pub gpu_seconds: f64,
     /// Floating-point operations per second over the burn, TFLOP/s (10^12; an FMA is
     /// 2 operations).
     pub tflops: f64,

@@ -888,6 +888,7 @@ mod tests {
                 checked: 1000,
                 wrong: 0,
                 error: None,
+                ..Burn::default()
             }),
             throttle: Some(ThrottleSummary {
                 samples: 300,

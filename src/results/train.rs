@@ -183,7 +183,8 @@ pub struct StepRecord {
     pub step_s: f64,
     /// Slowest rank's forward + backward.
     pub compute_s: f64,
-    /// Slowest rank's gradient exchange (pack, all-reduce, unpack).
+    /// Slowest rank's gradient exchange: pack, all-reduce, the host's waits in it, unpack
+    /// (each up to its completion, so they add up to the exchange's wall time).
     pub comm_s: f64,
     /// Slowest rank's time inside the all-reduce calls.
     pub allreduce_s: f64,

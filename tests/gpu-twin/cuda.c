@@ -14,8 +14,13 @@
  *   Events record completion times. (cuStreamWaitEvent, which orders NCCL after
  *   libtorch's CUDA stream in training, is not here: libtorch has no CUDA on the twin,
  *   so burnin never calls it in CI.)
- * - burnin's two PTX kernels run as their host build: kernels.cu compiled here with
- *   BURNIN_KERNEL_HOST, so the loops that ship are the loops CI runs.
+ * - burnin's PTX kernels run as their host build: kernels.cu compiled here with
+ *   BURNIN_KERNEL_HOST, so the loops that ship are the loops CI runs, called once for
+ *   every (block, thread) of the launch's grid with the GPU's index arithmetic; a
+ *   block larger than the entry's .maxntid fails as on a GPU; the occupancy query
+ *   answers 2048 threads an SM (TWIN_OCCUPANCY caps the burn's blocks per SM).
+ * - Loaded from a folder named "stubs", it is CUDA's stub driver: every call answers
+ *   CUDA_ERROR_STUB_LIBRARY.
  * - Pinned host memory (cuMemHostAlloc): copies from and into it are asynchronous, as
  *   on a GPU (no staging, no wait), so a missing stream wait shows.
  * - Peer access between any two GPUs, with faults: TWIN_PEER_DENY=src>dst,... (no
@@ -30,6 +35,7 @@
 #define _GNU_SOURCE
 #include "twin.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -54,6 +60,7 @@ enum {
   CUDA_ERROR_INVALID_VALUE = 1,
   CUDA_ERROR_OUT_OF_MEMORY = 2,
   CUDA_ERROR_NOT_INITIALIZED = 3,
+  CUDA_ERROR_STUB_LIBRARY = 34,
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_IMAGE = 200,
@@ -63,6 +70,7 @@ enum {
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
   CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   CUDA_ERROR_UNKNOWN = 999,
 };
@@ -79,7 +87,8 @@ enum {
   X(cuMemcpyHtoDAsync_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyDtoDAsync_v2)                  \
   X(cuMemsetD8Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload)          \
   X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString) X(cuMemHostAlloc) X(cuMemFreeHost)   \
-  X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync)
+  X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuMemcpyPeerAsync)                 \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 enum {
 #define X(n) I_##n,
@@ -163,8 +172,20 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* Loaded from a folder named "stubs" (as CUDA's link-time stub, lib64/stubs/libcuda.so,
+ * is): every call answers CUDA_ERROR_STUB_LIBRARY, as that stub does. */
+static int is_stub(void) {
+  static int stub = -1;
+  if (stub < 0) {
+    Dl_info info;
+    stub = dladdr((void *)is_stub, &info) && info.dli_fname && strstr(info.dli_fname, "/stubs/");
+  }
+  return stub;
+}
+
 API CUresult cuInit(unsigned flags) {
   COUNT(cuInit);
+  if (is_stub()) return CUDA_ERROR_STUB_LIBRARY;
   pthread_once(&g_once, setup);
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   g_init = 1;
@@ -173,6 +194,7 @@ API CUresult cuInit(unsigned flags) {
 
 API CUresult cuDriverGetVersion(int *v) {
   COUNT(cuDriverGetVersion);
+  if (is_stub()) return CUDA_ERROR_STUB_LIBRARY;
   if (!v) return CUDA_ERROR_INVALID_VALUE;
   *v = (int)twin_env_long("TWIN_CUDA_VERSION", 13000);
   return CUDA_SUCCESS;
@@ -961,6 +983,7 @@ API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
 /* ------------------------------------------------------------------ modules */
 struct twin_module {
   int unloaded;
+  unsigned maxntid[3]; /* each kernel's .maxntid (0: none), by FN_* */
 };
 enum { FN_FILL, FN_CHECK, FN_FMA };
 struct twin_fn {
@@ -982,6 +1005,12 @@ API CUresult cuModuleLoadData(CUmodule *out, const void *image) {
     return CUDA_ERROR_INVALID_IMAGE;
   struct twin_module *m = calloc(1, sizeof *m);
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
+  /* The JIT honours each entry's .maxntid: a launch with a larger block fails. */
+  static const char *const entries[3] = {".entry burnin_fill(", ".entry burnin_check(", ".entry burnin_fma("};
+  for (int i = 0; i < 3; i++) {
+    const char *e = strstr(ptx, entries[i]), *body = e ? strchr(e, '{') : NULL, *n = e ? strstr(e, ".maxntid ") : NULL;
+    if (n && n < body) m->maxntid[i] = (unsigned)strtoul(n + 9, NULL, 10);
+  }
   *out = m;
   return CUDA_SUCCESS;
 }
@@ -1014,6 +1043,7 @@ API CUresult cuModuleUnload(CUmodule m) {
 
 struct launch {
   int which;
+  unsigned grid, block; /* blocks and threads per block (burnin's kernels are 1-D) */
   unsigned long long a[8];
   unsigned dtype;
   float fa, fb;
@@ -1025,12 +1055,34 @@ static size_t dtype_size(unsigned d) {
   return d < 6 ? s[d] : 0;
 }
 
+/* Run one launch: the kernel once for every (block, thread) of its grid, in turn, with
+ * the indices set as the GPU's registers would be. */
+static void run_grid(struct launch *l, void (*one)(struct launch *)) {
+  host_nctaid = l->grid;
+  host_ntid = l->block;
+  for (u64 b = 0; b < l->grid; b++)
+    for (u64 t = 0; t < l->block; t++) {
+      host_ctaid = b;
+      host_tid = t;
+      one(l);
+    }
+}
+
+/* The launch's buffers, host addresses, for the per-thread calls (the stream worker's own). */
+static __thread unsigned char *t_buf, *t_aux, *t_ctr;
+static void fma_one(struct launch *l) { burnin_fma((float *)t_buf, l->a[1], l->a[2], l->fa, l->fb); }
+static void fill_one(struct launch *l) { burnin_fill(t_buf, l->a[1], l->a[2], t_aux, l->a[4], l->a[5]); }
+static void check_one(struct launch *l) {
+  burnin_check(t_buf, l->dtype, l->a[2], (const double *)t_aux, l->a[4], l->a[5], l->a[6], (u64 *)t_ctr);
+}
+
 static void run_kernel(void *p) {
   struct launch *l = p;
   if (l->which == FN_FMA) {
     float *out = (float *)host_ptr(l->a[0], l->a[1] * 4, "burnin_fma");
     if (out) {
-      burnin_fma(out, l->a[1], l->a[2], l->fa, l->fb);
+      t_buf = (unsigned char *)out;
+      run_grid(l, fma_one);
       if (l->corrupt >= 0) {
         unsigned u;
         memcpy(&u, &out[l->corrupt], 4);
@@ -1041,19 +1093,30 @@ static void run_kernel(void *p) {
       fault();
     }
   } else if (l->which == FN_FILL) {
-    unsigned long long es = l->a[1], len = l->a[2], period = l->a[4], phase = l->a[5];
+    unsigned long long es = l->a[1], len = l->a[2], period = l->a[4];
     unsigned char *dst = host_ptr(l->a[0], len * es, "burnin_fill");
     unsigned char *table = host_ptr(l->a[3], period * es, "burnin_fill");
-    if (dst && table) burnin_fill(dst, es, len, table, period, phase);
-    else fault();
+    if (dst && table) {
+      t_buf = dst;
+      t_aux = table;
+      run_grid(l, fill_one);
+    } else {
+      fault();
+    }
   } else {
-    unsigned long long len = l->a[2], period = l->a[4], phase = l->a[5], base = l->a[6];
+    unsigned long long len = l->a[2], period = l->a[4];
     size_t es = dtype_size(l->dtype);
     unsigned char *buf = host_ptr(l->a[0], len * es, "burnin_check");
     unsigned char *wt = host_ptr(l->a[3], period * 16, "burnin_check");
     unsigned char *ctr = host_ptr(l->a[7], (2 + SAMPLE) * 8, "burnin_check");
-    if (buf && wt && ctr) burnin_check(buf, l->dtype, len, (const double *)wt, period, phase, base, (u64 *)ctr);
-    else fault();
+    if (buf && wt && ctr) {
+      t_buf = buf;
+      t_aux = wt;
+      t_ctr = ctr;
+      run_grid(l, check_one);
+    } else {
+      fault();
+    }
   }
   free(l);
 }
@@ -1065,11 +1128,23 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   if (!f || f->m->unloaded) return CUDA_ERROR_INVALID_HANDLE;
   if (!params || extra || shmem) return CUDA_ERROR_INVALID_VALUE;
   if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long long)bx * by * bz > 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (gy != 1 || gz != 1 || by != 1 || bz != 1) {
+    complain("%s: burnin's kernels are 1-D; got a y or z dimension of %llu", "cuLaunchKernel",
+             (unsigned long long)(gy * gz * by * bz));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  unsigned maxntid = f->m->maxntid[f->which];
+  if (maxntid && bx > maxntid) {
+    complain("%s: a block of %llu threads is more than the kernel's .maxntid", "cuLaunchKernel", bx);
+    return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  }
   struct twin_stream *s = resolve(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   struct launch *l = calloc(1, sizeof *l);
   if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
   l->which = f->which;
+  l->grid = gx;
+  l->block = bx;
   l->corrupt = -1;
   /* the parameters are copied at launch, as the driver does */
   if (f->which == FN_FMA) {
@@ -1105,6 +1180,29 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   return CUDA_SUCCESS;
 }
 
+/* Blocks of blockSize threads one SM holds: 2048 threads an SM (Hopper), capped by
+ * TWIN_OCCUPANCY for burnin_fma (default 8: a burn that fits 32 registers; 6 models a
+ * JIT that needed 40). */
+API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int block, size_t smem) {
+  COUNT(cuOccupancyMaxActiveBlocksPerMultiprocessor);
+  CHECK_INIT();
+  if (!n || block <= 0 || block > 1024) return CUDA_ERROR_INVALID_VALUE;
+  if (!f || f->m->unloaded) return CUDA_ERROR_INVALID_HANDLE;
+  if (smem > 0) return CUDA_ERROR_INVALID_VALUE; /* burnin's kernels use none */
+  unsigned maxntid = f->m->maxntid[f->which];
+  if (maxntid && (unsigned)block > maxntid) {
+    *n = 0;
+    return CUDA_SUCCESS;
+  }
+  int fit = 2048 / block;
+  if (f->which == FN_FMA) {
+    long cap = twin_env_long("TWIN_OCCUPANCY", 8);
+    if (cap < fit) fit = (int)cap;
+  }
+  *n = fit;
+  return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------ errors */
 static const char *err_name(CUresult e) {
   switch (e) {
@@ -1112,6 +1210,8 @@ static const char *err_name(CUresult e) {
     case CUDA_ERROR_INVALID_VALUE: return "CUDA_ERROR_INVALID_VALUE";
     case CUDA_ERROR_OUT_OF_MEMORY: return "CUDA_ERROR_OUT_OF_MEMORY";
     case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
+    case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
     case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
     case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
     case CUDA_ERROR_INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
@@ -1142,6 +1242,8 @@ API CUresult cuGetErrorString(CUresult e, const char **out) {
     case CUDA_ERROR_INVALID_VALUE: *out = "invalid argument (burnin-twin)"; break;
     case CUDA_ERROR_OUT_OF_MEMORY: *out = "out of memory (burnin-twin)"; break;
     case CUDA_ERROR_NOT_INITIALIZED: *out = "initialization error (burnin-twin)"; break;
+    case CUDA_ERROR_STUB_LIBRARY: *out = "CUDA driver is a stub library (burnin-twin)"; break;
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *out = "too many resources requested for launch (burnin-twin)"; break;
     case CUDA_ERROR_NO_DEVICE: *out = "no CUDA-capable device is detected (burnin-twin)"; break;
     case CUDA_ERROR_INVALID_DEVICE: *out = "invalid device ordinal (burnin-twin)"; break;
     case CUDA_ERROR_INVALID_IMAGE: *out = "device kernel image is invalid (burnin-twin)"; break;

@@ -17,7 +17,8 @@
 //! - CPU model, NCCL: in host memory, uploaded to and downloaded from a device buffer.
 //!
 //! Buckets run one after another after the whole backward pass (no overlap with
-//! compute yet). Each bucket's all-reduce time is recorded per step.
+//! compute yet). Each bucket's all-reduce time is recorded per step, and the parts of
+//! the exchange ([`CommTimes`]) add up to its wall time.
 //!
 //! The `unsafe` of `burnin train`'s exchange: [`with_f32_bytes`] (a CPU f32 tensor's
 //! memory as bytes) and the backend's borrow of a bucket tensor's storage.
@@ -117,22 +118,30 @@ struct Bucket {
     buf: Buffer,
 }
 
-/// Per-step timings of the gradient exchange (this rank, seconds).
+/// Per-step timings of the gradient exchange (this rank, seconds). Every part is
+/// host time up to the work's completion, so the parts add up to the exchange's wall
+/// time: on a CUDA model the device is synchronised after each bucket's pack copies
+/// and after its unpack copies (libtorch queues them asynchronously; without the
+/// wait their GPU time would land in the all-reduce's host wait and the optimizer).
 #[derive(Clone, Debug, Default)]
 pub struct CommTimes {
-    /// Copying gradients into the buckets (and to the buckets' memory).
+    /// Copying gradients into the buckets (and to the buckets' memory), done.
     pub pack_s: f64,
-    /// The all-reduce calls themselves (sum over buckets).
+    /// The all-reduce calls themselves (sum over buckets; GPU: CUDA events around
+    /// each on the backend's stream).
     pub allreduce_s: f64,
-    /// Copying the averages back into the gradients.
+    /// Host time in the all-reduce calls beyond [`Self::allreduce_s`]: launching,
+    /// ordering after libtorch's stream, waiting for completion.
+    pub wait_s: f64,
+    /// Copying the averages back into the gradients, done.
     pub unpack_s: f64,
-    /// Each bucket's all-reduce call (GPU: CUDA events around it on the stream).
+    /// Each bucket's all-reduce call, as in [`Self::allreduce_s`].
     pub bucket_s: Vec<f64>,
 }
 
 impl CommTimes {
     pub fn total(&self) -> f64 {
-        self.pack_s + self.allreduce_s + self.unpack_s
+        self.pack_s + self.allreduce_s + self.wait_s + self.unpack_s
     }
 }
 
@@ -140,6 +149,8 @@ impl CommTimes {
 pub struct Ddp {
     buckets: Vec<Bucket>,
     path: GradPath,
+    /// The model's CUDA device, whose queued copies each part waits for.
+    cuda: Option<i64>,
     deadline: Duration,
     be: Box<dyn Backend>,
 }
@@ -203,9 +214,14 @@ impl Ddp {
                 buf,
             });
         }
+        let cuda = match model.device {
+            Device::Cuda(i) => Some(i as i64),
+            _ => None,
+        };
         Ok(Ddp {
             buckets,
             path,
+            cuda,
             deadline,
             be,
         })
@@ -265,6 +281,9 @@ impl Ddp {
                 let buf = &mut b.buf;
                 with_f32_bytes(&mut b.flat, |mem| be.upload(buf, mem))??;
             }
+            if let Some(d) = self.cuda {
+                tch::Cuda::synchronize(d);
+            }
             times.pack_s += t.elapsed().as_secs_f64();
             let call = Call {
                 kind: CollKind::AllReduce,
@@ -282,10 +301,12 @@ impl Ddp {
                 ),
                 deadline: self.deadline,
             };
+            let t = Instant::now();
             let took = self
                 .be
                 .run_timed(&call, Bufs::InPlace(&mut b.buf), 1, &ctx)?;
             let took: f64 = took.iter().sum();
+            times.wait_s += (t.elapsed().as_secs_f64() - took).max(0.0);
             times.allreduce_s += took;
             times.bucket_s.push(took);
             let t = Instant::now();
@@ -298,6 +319,9 @@ impl Ddp {
                 grads[s.param]
                     .f_narrow(0, s.start as i64, s.len as i64)?
                     .f_copy_(&b.flat.f_narrow(0, s.offset as i64, s.len as i64)?)?;
+            }
+            if let Some(d) = self.cuda {
+                tch::Cuda::synchronize(d);
             }
             times.unpack_s += t.elapsed().as_secs_f64();
         }
@@ -354,6 +378,8 @@ mod tests {
     struct Recorder {
         memory: Memory,
         seen: Rc<RefCell<Seen>>,
+        /// Host time each all-reduce call takes; its "GPU" time is 1 ms.
+        host: Duration,
     }
 
     impl Backend for Recorder {
@@ -419,6 +445,7 @@ mod tests {
                 .borrow_mut()
                 .calls
                 .push((h.as_bytes().as_ptr() as usize, h.as_bytes().len()));
+            std::thread::sleep(self.host);
             Ok(vec![1e-3; iters])
         }
         fn describe(&self) -> String {
@@ -460,6 +487,7 @@ mod tests {
         let be = Recorder {
             memory: Memory::Host,
             seen: seen.clone(),
+            host: Duration::ZERO,
         };
         let mut ddp = Ddp::new(Box::new(be), &model, 1024, Duration::from_secs(5)).unwrap();
         assert_eq!(ddp.path(), GradPath::Direct);
@@ -491,6 +519,7 @@ mod tests {
         let be = Recorder {
             memory: Memory::Gpu(0),
             seen: seen.clone(),
+            host: Duration::ZERO,
         };
         let mut ddp = Ddp::new(Box::new(be), &model, 4096, Duration::from_secs(5)).unwrap();
         assert_eq!(ddp.path(), GradPath::Uploaded);
@@ -498,6 +527,31 @@ mod tests {
         let n = ddp.bucket_count();
         let seen = seen.borrow();
         assert_eq!((seen.uploads, seen.downloads, seen.calls.len()), (n, n, n));
+    }
+
+    /// The parts of the exchange add up to its wall time: an all-reduce whose host
+    /// call takes 6 ms around 1 ms of GPU time shows 1 ms of all-reduce and 5 ms of
+    /// wait, not 1 ms of exchange.
+    #[test]
+    fn the_exchange_counts_the_host_waits_around_each_all_reduce() {
+        let model = model_with_grads();
+        let seen = Rc::new(RefCell::new(Seen::default()));
+        let be = Recorder {
+            memory: Memory::Gpu(0),
+            seen,
+            host: Duration::from_millis(6),
+        };
+        let mut ddp = Ddp::new(Box::new(be), &model, 4096, Duration::from_secs(5)).unwrap();
+        let n = ddp.bucket_count() as f64;
+        let t0 = Instant::now();
+        let t = ddp.average_gradients(&model, 1).unwrap();
+        let wall = t0.elapsed().as_secs_f64();
+        assert!((t.allreduce_s - n * 1e-3).abs() < 1e-12, "{t:?}");
+        assert!(t.wait_s >= n * 5e-3 && t.wait_s < wall, "{t:?}");
+        assert!(
+            t.total() <= wall && wall - t.total() < 1e-3,
+            "{wall}: {t:?}"
+        );
     }
 
     #[test]

@@ -9,6 +9,13 @@
 //
 // Both kernels walk the elements with a grid-stride loop and keep the table index
 // incrementally (one modulo per thread, not per element).
+//
+// Every launch is 256 threads per block (kernels.rs BLOCK): each kernel says so with
+// launch_bounds (PTX .maxntid), and the burn also asks for 4 resident blocks per SM
+// (.minnctapersm 4, what every SM from sm_75 on can hold: at most 64 registers a
+// thread). The burn's grid is sized from the driver's occupancy for the code the JIT
+// actually built (cuOccupancyMaxActiveBlocksPerMultiprocessor), so it is one full
+// wave whatever the register count.
 
 typedef unsigned long long u64;
 typedef unsigned int u32;
@@ -17,6 +24,7 @@ typedef unsigned char u8;
 
 #ifndef BURNIN_KERNEL_HOST
 #define KERNEL extern "C" __attribute__((global))
+#define BOUNDS(threads, min_blocks) __attribute__((launch_bounds(threads, min_blocks)))
 #define DEVICE static __attribute__((device)) inline
 #define THREAD_INDEX                                                                  \
   ((u64)__nvvm_read_ptx_sreg_ctaid_x() * (u64)__nvvm_read_ptx_sreg_ntid_x() +           \
@@ -31,18 +39,20 @@ DEVICE float half_to_float(u16 h) {
   return f;
 }
 #else
-// Host build for the twin (C): one "thread" covers the whole grid of a launch.
+// Host build for the twin (C): the twin runs a launch by calling the kernel once for
+// every (block, thread) of its grid, setting these four first, so the index, stride
+// and atomic arithmetic is the GPU's.
+static __thread u64 host_ctaid, host_nctaid, host_tid, host_ntid;
 #define KERNEL static
+#define BOUNDS(threads, min_blocks)
 #define DEVICE static inline
-#define THREAD_INDEX ((u64)0)
-#define THREAD_COUNT ((u64)1)
-DEVICE u64 atomic_add_host(u64 *p, u64 v) {
-  u64 old = *p;
-  *p = old + v;
-  return old;
-}
+#define THREAD_INDEX (host_ctaid * host_ntid + host_tid)
+#define THREAD_COUNT (host_nctaid * host_ntid)
+DEVICE u64 atomic_add_host(u64 *p, u64 v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }
 DEVICE void atomic_min_host(u64 *p, u64 v) {
-  if (v < *p) *p = v;
+  u64 old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (v < old && !__atomic_compare_exchange_n(p, &old, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
 }
 #define ATOMIC_ADD(p, v) atomic_add_host((p), (v))
 #define ATOMIC_MIN(p, v) atomic_min_host((p), (v))
@@ -86,7 +96,7 @@ DEVICE float half_to_float(u16 h) {
 
 // dst[i] = table[(phase + i) % period] for i < len; elements of `es` bytes (1, 2, 4
 // or 8; the table and dst aligned to it).
-KERNEL void burnin_fill(u8 *dst, u64 es, u64 len, const u8 *table, u64 period, u64 phase) {
+KERNEL BOUNDS(256, 1) void burnin_fill(u8 *dst, u64 es, u64 len, const u8 *table, u64 period, u64 phase) {
   u64 i = THREAD_INDEX, stride = THREAD_COUNT;
   if (i >= len) return;
   u64 k = (phase + i) % period, step = stride % period;
@@ -123,7 +133,7 @@ DEVICE double load(const u8 *buf, u32 dtype, u64 i) {
 // Count elements i < len of `buf` whose value v has |v - want| > tol, with (want,
 // tol) = want_tol[2k], want_tol[2k + 1] for k = (phase + i) % period (tol 0: v must
 // equal want). Wrong positions are reported as base + i.
-KERNEL void burnin_check(const u8 *buf, u32 dtype, u64 len, const double *want_tol, u64 period,
+KERNEL BOUNDS(256, 1) void burnin_check(const u8 *buf, u32 dtype, u64 len, const double *want_tol, u64 period,
                          u64 phase, u64 base, u64 *counters) {
   u64 i = THREAD_INDEX, stride = THREAD_COUNT;
   if (i >= len) return;
@@ -152,7 +162,7 @@ KERNEL void burnin_check(const u8 *buf, u32 dtype, u64 len, const double *want_t
 #define FMA_CHAINS 4
 DEVICE float fma_start(u64 i) { return 0.5f + (float)(i & 1023) * (1.0f / 1024.0f); }
 
-KERNEL void burnin_fma(float *out, u64 len, u64 iters, float a, float b) {
+KERNEL BOUNDS(256, 4) void burnin_fma(float *out, u64 len, u64 iters, float a, float b) {
   u64 t = THREAD_INDEX, stride = THREAD_COUNT;
   for (u64 base = t; base < len; base += stride * FMA_CHAINS) {
     float x[FMA_CHAINS];

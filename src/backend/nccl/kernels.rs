@@ -298,6 +298,22 @@ pub unsafe fn fma(
 /// Threads per block of every launch.
 pub const BLOCK_THREADS: u32 = BLOCK;
 
+/// Blocks of [`BLOCK_THREADS`] burnin_fma that one SM holds at once, as the driver
+/// computes it for the code its JIT built (registers, shared memory, the launch
+/// bounds): the burn's grid is this × the SM count, one full wave.
+pub fn fma_blocks_per_sm(k: &Kernels) -> Result<u32> {
+    // SAFETY: k.fma is a function of a module that is loaded while `k` lives.
+    let n =
+        unsafe { result::occupancy::max_active_block_per_multiprocessor(k.fma, BLOCK as i32, 0) }
+            .map_err(|e| cuda_error("asking the driver how many burn blocks an SM holds", e))?;
+    if !(1..=64).contains(&n) {
+        anyhow::bail!(
+            "the driver says an SM holds {n} blocks of {BLOCK}-thread burnin_fma (expected 1 to 64)"
+        );
+    }
+    Ok(n as u32)
+}
+
 /// Bounds of a pattern against a buffer of `bytes` bytes (the kernels do not check).
 pub fn check_bounds(pat: &Pattern, bytes: usize) -> Result<()> {
     pattern::check_bounds(pat, bytes / pat.params.dtype.size())
@@ -356,44 +372,129 @@ mod tests {
         );
     }
 
-    /// NVIDIA's assembler of CUDA 12.0 (the oldest driver burnin supports) accepts
-    /// the embedded PTX for Volta, Ampere and Hopper: a syntax or ISA error shows
-    /// here, not on a lent GPU. launch/setup installs it into the project venv.
-    #[test]
-    fn embedded_ptx_assembles_with_ptxas_for_sm70_sm80_sm90() {
-        let ptxas = std::env::var_os("PTXAS")
-            .map(std::path::PathBuf::from)
-            .or_else(|| {
-                let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/lib");
-                std::fs::read_dir(venv).ok()?.flatten().find_map(|d| {
-                    let p = d.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas");
-                    p.is_file().then_some(p)
-                })
+    /// The ptxas binaries the project venv has (launch/setup: CUDA 12.0's from pip's
+    /// nvidia-cuda-nvcc-cu12, CUDA 13.0's under .venv/ptxas-cu13), or $PTXAS alone.
+    fn ptxas_binaries() -> Vec<std::path::PathBuf> {
+        if let Some(p) = std::env::var_os("PTXAS") {
+            return vec![p.into()];
+        }
+        let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv");
+        let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(venv.join("lib"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|d| d.path().join("site-packages/nvidia/cuda_nvcc/bin/ptxas"))
+            .filter(|p| p.is_file())
+            .collect();
+        let cu13 = venv.join("ptxas-cu13/nvidia/cu13/bin/ptxas");
+        if cu13.is_file() {
+            found.push(cu13);
+        }
+        found
+    }
+
+    /// The GPU names a ptxas's --gpu-name allows, from its --help.
+    fn ptxas_archs(ptxas: &std::path::Path) -> Vec<String> {
+        let out = std::process::Command::new(ptxas)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        let start = help
+            .find("--gpu-name")
+            .expect("ptxas --help has --gpu-name");
+        let end = start + help[start..].find("Default value").unwrap();
+        help[start..end]
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| {
+                w.strip_prefix("sm_")
+                    .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
             })
-            .expect("no ptxas: run launch/setup (pip nvidia-cuda-nvcc-cu12) or set PTXAS");
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// NVIDIA's assemblers of CUDA 12.0 (the oldest driver burnin supports) and 13.0
+    /// accept the embedded PTX for every GPU burnin targets that each knows (CUDA 13
+    /// dropped Volta), without a warning, and the burn fits the registers its
+    /// launch bounds promise: a syntax, ISA or bounds error shows here, not on a lent
+    /// GPU.
+    #[test]
+    fn embedded_ptx_assembles_with_each_ptxas_for_every_gpu_it_knows() {
+        const WANTED: [&str; 8] = [
+            "sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120",
+        ];
+        let all = ptxas_binaries();
+        assert!(
+            !all.is_empty(),
+            "no ptxas: run launch/setup (pip nvidia-cuda-nvcc-cu12 and nvidia-cuda-nvcc 13) or set PTXAS"
+        );
+        if std::env::var_os("PTXAS").is_none() {
+            assert_eq!(all.len(), 2, "CUDA 12's and 13's ptxas: {all:?}");
+        }
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("kernels.ptx");
         std::fs::write(&src, PTX.trim_end_matches('\0')).unwrap();
-        for arch in ["sm_70", "sm_80", "sm_90"] {
-            let out = std::process::Command::new(&ptxas)
-                .arg(format!("-arch={arch}"))
-                .arg(&src)
-                .arg("-o")
-                .arg(dir.path().join(format!("{arch}.cubin")))
-                .output()
-                .unwrap();
+        for ptxas in &all {
+            let known = ptxas_archs(ptxas);
+            let targets: Vec<&str> = WANTED
+                .into_iter()
+                .filter(|a| known.iter().any(|k| k == a))
+                .collect();
             assert!(
-                out.status.success(),
-                "ptxas -arch={arch}: {}",
-                String::from_utf8_lossy(&out.stderr)
+                targets.contains(&"sm_80") && targets.contains(&"sm_90"),
+                "{}: {known:?}",
+                ptxas.display()
+            );
+            for arch in targets {
+                let cubin = dir.path().join(format!("{arch}.cubin"));
+                let out = std::process::Command::new(ptxas)
+                    .args([&format!("-arch={arch}"), "-v"])
+                    .arg(&src)
+                    .arg("-o")
+                    .arg(&cubin)
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success(),
+                    "{} -arch={arch}: {err}",
+                    ptxas.display()
+                );
+                assert!(
+                    !err.contains("warning"),
+                    "{} -arch={arch}: {err}",
+                    ptxas.display()
+                );
+                assert!(cubin.metadata().unwrap().len() > 1000);
+                // ptxas -v: "Compiling entry function 'burnin_fma' ... Used N registers"
+                let fma = &err[err.find("'burnin_fma'").unwrap()..];
+                let regs: u32 = fma
+                    .split("Used ")
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("no register count: {err}"));
+                assert!(regs <= 64, "{arch}: burnin_fma uses {regs} registers");
+            }
+        }
+    }
+
+    /// Every kernel promises 256-thread blocks (the block every launch uses), and the
+    /// burn 4 resident blocks per SM, in the PTX the driver's JIT reads.
+    #[test]
+    fn every_kernel_carries_its_launch_bounds() {
+        let ptx = PTX.trim_end_matches('\0');
+        for (name, min) in [("burnin_fill", 1), ("burnin_check", 1), ("burnin_fma", 4)] {
+            let at = ptx.find(&format!(".entry {name}(")).unwrap();
+            let body = &ptx[at..at + ptx[at..].find('{').unwrap()];
+            assert!(
+                body.contains(&format!(".maxntid {BLOCK}, 1, 1")),
+                "{name}: {body}"
             );
             assert!(
-                dir.path()
-                    .join(format!("{arch}.cubin"))
-                    .metadata()
-                    .unwrap()
-                    .len()
-                    > 1000
+                body.contains(&format!(".minnctapersm {min}")),
+                "{name}: {body}"
             );
         }
     }
