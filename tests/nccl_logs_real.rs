@@ -197,3 +197,53 @@ fn a_log_alone_places_ranks_only_as_its_lines_say() {
     assert_eq!(rep.hosts[0].inter.links, 0, "{rep:?}");
     assert!(rep.hosts[0].unknown.links > 0, "{rep:?}");
 }
+
+#[test]
+fn launcher_prefixed_merged_streams_read_as_the_two_logs_apart() {
+    // Written (none found in public threads): the two ibext logs merged line by line
+    // under srun --label, torchrun's [rankN]: and kubectl logs --prefix --timestamps.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nccl-logs");
+    let read = |p: &str| nccl_log::parse(&std::fs::read_to_string(root.join(p)).unwrap());
+    let apart = burnin::transport::report_from_logs(&[
+        read("written-two-host/ibext-a.log"),
+        read("written-two-host/ibext-b.log"),
+    ]);
+    assert_eq!(apart.hosts.len(), 2, "{apart:?}");
+    for name in [
+        "srun-label.log",
+        "torchrun-rank.log",
+        "kubectl-prefix-timestamps.log",
+    ] {
+        let log = read(&format!("written-launcher-prefixes/{name}"));
+        assert_eq!(log.hosts, ["ib-a", "ib-b"], "{name}");
+        assert_eq!(
+            log.rank_hosts.get(&0).map(String::as_str),
+            Some("ib-a"),
+            "{name}"
+        );
+        assert_eq!(
+            log.rank_hosts.get(&8).map(String::as_str),
+            Some("ib-b"),
+            "{name}"
+        );
+        let merged = burnin::transport::report_from_logs(&[log]);
+        // Everything but `ranks` (which log file: one here, two apart).
+        let strip = |hs: &[burnin::transport::HostTransport]| {
+            let mut hs = hs.to_vec();
+            hs.iter_mut().for_each(|h| h.ranks.clear());
+            hs
+        };
+        assert_eq!(strip(&merged.hosts), strip(&apart.hosts), "{name}");
+        assert_eq!(merged.hosts[1].inter.links, 2, "{name}");
+        let j = burnin::transport::judge_nccl_fabric(
+            Some(&merged),
+            Some(2),
+            burnin::transport::Fabric::from_nic_kind(Some("infiniband")),
+        );
+        assert_eq!(
+            j.status,
+            burnin::transport::FabricStatus::Pass,
+            "{name}: {j:?}"
+        );
+    }
+}
