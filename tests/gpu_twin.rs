@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The tests the coverage check waits for.
-const SCENARIOS: usize = 11;
+const SCENARIOS: usize = 13;
 static FINISHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts a scenario as finished when dropped (passed or failed).
@@ -312,7 +312,9 @@ fn a_wrong_element_a_hang_and_an_async_error_are_caught() {
         "1",
         "--no-transport",
     ];
-    // From its 5th call (the second size's warm-up) rank 1's results are off by a bit.
+    // From its 5th call rank 1's results hold one wrong element: wherever the twin
+    // put it (a seeded draw by default; the last or the middle one on request), the
+    // check finds it and names where.
     let r = on_twin(
         "wrong",
         2,
@@ -322,16 +324,44 @@ fn a_wrong_element_a_hang_and_an_async_error_are_caught() {
     );
     assert_eq!(r.code, Some(1), "{}", r.all());
     assert!(
-        r.stdout
-            .contains("WRONG: all_reduce 2KiB f32: rank 1 first at element 0"),
-        "{}",
-        r.all()
-    );
-    assert!(
         r.stdout.contains("Out of bounds values : 5 FAILED"),
         "{}",
         r.all()
     );
+    let flipped: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter_map(|l| l.split("flipped element ").nth(1))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let named: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.contains("# WRONG: all_reduce"))
+        .filter_map(|l| l.split("first at element ").nth(1))
+        .collect();
+    assert_eq!(named.len(), 5, "{}", r.all());
+    assert!(
+        named.iter().all(|e| flipped.contains(e)) && named.iter().any(|e| *e != "0"),
+        "named {named:?}, flipped {flipped:?}"
+    );
+    for (at, elem_2k) in [("last", 511), ("middle", 256)] {
+        let r = on_twin(
+            "wrong-at",
+            2,
+            &base,
+            &[("TWIN_NCCL_WRONG", "1:5"), ("TWIN_NCCL_WRONG_AT", at)],
+            Duration::from_secs(60),
+        );
+        assert_eq!(r.code, Some(1), "{}", r.all());
+        let want = format!("WRONG: all_reduce 2KiB f32: rank 1 first at element {elem_2k}");
+        assert!(r.stdout.contains(&want), "{want}\n{}", r.all());
+        assert!(
+            r.stdout.contains("Out of bounds values : 5 FAILED"),
+            "{}",
+            r.all()
+        );
+    }
 
     // Rank 1's third call never completes: both ranks end at their 4 s deadline.
     let dir = tempfile::tempdir().unwrap();
@@ -871,6 +901,237 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
         assert_eq!(g["burn"]["blocks_per_sm"], 6, "{g}");
         assert_eq!(g["burn"]["elements"], 132 * 6 * 256 * 4, "{g}");
     }
+    // The same element wrong in every launch (the last, then the middle one): the
+    // first launch is checked element by element against the host, so a fault that
+    // repeats itself is caught too (no later launch differs from the first).
+    for at in ["last", "middle"] {
+        let d = dir.path().join(format!("wrong-{at}"));
+        let env = [("TWIN_FMA_WRONG", "2"), ("TWIN_FMA_WRONG_AT", at)];
+        let (r, j) = gpu_health("gpu-fma-wrong-at", &d, &env);
+        assert_eq!(r.code, Some(1), "{at}: {}", r.all());
+        assert_eq!(verdict_of(&r, WRONG), "FAIL", "{at}: {}", r.all());
+        assert_eq!(j["gpus"][2]["burn"]["wrong"], 1, "{at}: {j}");
+    }
+}
+
+fn sweep_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut a = vec![
+        "sweep",
+        "--backend",
+        "nccl",
+        "--tiers",
+        "world",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--no-transport",
+    ];
+    a.extend_from_slice(extra);
+    a
+}
+
+/// The twin is as strict as NCCL: a call whose count, type, op or root differs
+/// across ranks never completes, and burnin's watchdog names it while the twin's
+/// record says what differed; two ranks on one GPU are refused at init; every
+/// ncclConfig_t layout from 2.18 to the newest is accepted by a twin of that version
+/// (which checks it against the real header's table) and a too-old NCCL is refused.
+#[test]
+fn mismatched_calls_hang_and_are_named_duplicate_gpus_and_old_nccl_are_refused() {
+    let _s = Scenario;
+    let cases = [
+        (
+            "1:count",
+            "all_reduce",
+            "rank 1 AllReduce count 1023 float32 sum root 0",
+        ),
+        (
+            "0:dtype",
+            "all_reduce",
+            "rank 0 AllReduce count 1024 int32 sum root 0",
+        ),
+        (
+            "1:op",
+            "all_reduce",
+            "rank 1 AllReduce count 1024 float32 max root 0",
+        ),
+        (
+            "1:root",
+            "broadcast",
+            "rank 1 Broadcast count 1024 float32 sum root 1",
+        ),
+    ];
+    for (what, coll, differs) in cases {
+        let args = sweep_args(&[
+            "-c",
+            coll,
+            "-b",
+            "4K",
+            "-e",
+            "4K",
+            "-T",
+            "4",
+            "--mismatch",
+            what,
+        ]);
+        let r = on_twin("mismatch", 2, &args, &[], Duration::from_secs(60));
+        assert_eq!(r.code, Some(2), "{what}: {}", r.all());
+        assert!(
+            r.stderr.contains("not complete within the 4 s deadline"),
+            "{what}: {}",
+            r.all()
+        );
+        assert!(
+            r.stderr.contains("does not match across ranks:"),
+            "{what}: {}",
+            r.all()
+        );
+        assert!(r.stderr.contains(differs), "{what}: {differs}\n{}", r.all());
+    }
+    // Both ranks on GPU 0.
+    let args = sweep_args(&["-b", "4K", "-e", "4K", "-T", "8"]);
+    let r = on_twin(
+        "duplicate-gpu",
+        2,
+        &args,
+        &[("CUDA_VISIBLE_DEVICES", "0")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("ncclInvalidUsage")
+            && r.stderr
+                .contains("Duplicate GPU detected : rank 0 and rank 1 both on CUDA device"),
+        "{}",
+        r.all()
+    );
+    // One release per ncclConfig_t layout (config-layouts.tsv), and one newer than
+    // burnin knows (it claims the newest known layout).
+    for v in [
+        "2.18.1", "2.27.3", "2.28.3", "2.29.2", "2.30.3", "2.30.7", "2.31.2", "2.32.6", "2.40.1",
+    ] {
+        let r = on_twin(
+            "nccl-version",
+            2,
+            &args,
+            &[("TWIN_NCCL_VERSION", v)],
+            Duration::from_secs(60),
+        );
+        assert_eq!(r.code, Some(0), "NCCL {v}: {}", r.all());
+        assert!(
+            r.stdout.contains("Out of bounds values : 0 OK"),
+            "NCCL {v}: {}",
+            r.all()
+        );
+    }
+    let r = on_twin(
+        "nccl-too-old",
+        2,
+        &args,
+        &[("TWIN_NCCL_VERSION", "2.13.4")],
+        Duration::from_secs(60),
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("NCCL 2.13.4 at ")
+            && r.stderr
+                .contains("is too old: burnin needs NCCL 2.14.0 or newer"),
+        "{}",
+        r.all()
+    );
+}
+
+/// Realistic rounding and faults anywhere: avg in f16/bf16 at 3, 5 and 7 ranks
+/// passes burnin's check under the twin's NCCL-like rounding; broadcast and reduce
+/// from a non-zero root are right; the sweep's corrupt hook at the last and the
+/// middle element is found there.
+#[test]
+fn odd_rank_averages_non_zero_roots_and_faults_anywhere_are_checked() {
+    let _s = Scenario;
+    for n in [3, 5, 7] {
+        let args = sweep_args(&[
+            "-c",
+            "all_reduce,reduce_scatter,reduce",
+            "-d",
+            "f16,bf16,f32",
+            "-o",
+            "avg,sum",
+            "-b",
+            "6720",
+            "-e",
+            "26880",
+            "-f",
+            "4",
+        ]);
+        let r = on_twin(
+            "avg-odd",
+            n,
+            &args,
+            &[("TWIN_GPUS", "8")],
+            Duration::from_secs(240),
+        );
+        assert_eq!(r.code, Some(0), "{n} ranks: {}", r.all());
+        assert!(
+            r.stdout.contains("Out of bounds values : 0 OK"),
+            "{n}: {}",
+            r.all()
+        );
+    }
+    let args = sweep_args(&[
+        "-c",
+        "broadcast,reduce",
+        "-r",
+        "2",
+        "-b",
+        "1K",
+        "-e",
+        "64K",
+        "-f",
+        "8",
+    ]);
+    let r = on_twin(
+        "root-2",
+        3,
+        &args,
+        &[("TWIN_GPUS", "4")],
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(
+        r.stdout.contains("Out of bounds values : 0 OK"),
+        "{}",
+        r.all()
+    );
+    let rows: Vec<Vec<&str>> = r
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() > 5)
+        .collect();
+    assert_eq!(rows.len(), 6, "two collectives x 3 sizes: {}", r.stdout);
+    assert!(
+        rows.iter().all(|f| f[4] == "2"),
+        "root 2 in every row: {}",
+        r.stdout
+    );
+    // 4 KiB of f32 = 1024 elements: the last is 1023, the middle 512.
+    for (at, elem) in [("last", 1023), ("middle", 512)] {
+        let args = sweep_args(&[
+            "-b",
+            "4K",
+            "-e",
+            "4K",
+            "--corrupt-rank",
+            "1",
+            "--corrupt-at",
+            at,
+        ]);
+        let r = on_twin("corrupt-at", 2, &args, &[], Duration::from_secs(60));
+        assert_eq!(r.code, Some(1), "{at}: {}", r.all());
+        let want = format!("WRONG: all_reduce 4KiB f32: rank 1 first at element {elem}");
+        assert!(r.stdout.contains(&want), "{want}\n{}", r.all());
+    }
 }
 
 /// Training over the twin's NCCL (a CPU model: gradients uploaded to the GPU per
@@ -985,4 +1246,69 @@ fn zz_every_twin_entry_point_was_called_and_burnin_met_none_missing() {
         total.len(),
         total.values().sum::<u64>()
     );
+}
+
+/// The twin reports what would race or fail on a GPU (tests/gpu-twin/races.c, one
+/// rank): overlapping buffers other than in place, a receive over a send of the same
+/// group, a buffer of another GPU; the exact in-place forms pass.
+#[test]
+fn overlapping_buffers_are_a_race_and_another_gpus_buffer_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("races");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/gpu-twin/races.c");
+    let lib = &twin().lib;
+    let cc = Command::new("cc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", lib.display()))
+        .args(["-l:libnccl.so.2", "-l:libcuda.so.1"])
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let mut c = Command::new(&exe);
+    c.env("LD_LIBRARY_PATH", lib).env("TWIN_GPUS", "2");
+    let r = run_bounded(c, Duration::from_secs(30));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let said = |name: &str| -> (i32, String) {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.split(' ').next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name}: {}", r.all()));
+        let mut f = line.splitn(3, ' ').skip(1);
+        (
+            f.next().unwrap().parse().unwrap(),
+            f.next().unwrap().to_string(),
+        )
+    };
+    // ncclInvalidUsage = 5, ncclInvalidArgument = 4
+    let (rc, e) = said("allreduce-shifted");
+    assert_eq!(rc, 5, "{e}");
+    assert!(
+        e.contains("burnin-twin: race: AllReduce send buffer")
+            && e.contains("overlaps its receive buffer"),
+        "{e}"
+    );
+    assert_eq!(said("allreduce-in-place").0, 0);
+    assert_eq!(said("allgather-in-place").0, 0);
+    let (rc, e) = said("allreduce-other-gpu");
+    assert_eq!(rc, 4, "{e}");
+    assert!(
+        e.contains("AllReduce sendbuff allocated on device 1 mismatches with NCCL device 0"),
+        "{e}"
+    );
+    assert_eq!(said("send").0, 0);
+    let (rc, e) = said("recv-overlapping");
+    assert_eq!(rc, 5, "{e}");
+    assert!(
+        e.contains("race: a receive buffer") && e.contains("overlaps a send buffer"),
+        "{e}"
+    );
+    assert_eq!(said("recv-apart").0, 0);
+    assert_eq!(said("group-end").0, 0);
 }

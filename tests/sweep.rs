@@ -106,6 +106,8 @@ fn a_corrupted_rank_gives_wrong_elements_and_exit_1() {
             "5",
             "--corrupt-rank",
             "2",
+            "--corrupt-at",
+            "last",
             "--out",
             out.to_str().unwrap(),
         ],
@@ -115,7 +117,7 @@ fn a_corrupted_rank_gives_wrong_elements_and_exit_1() {
     assert!(r.stdout.contains("FAILED"), "{}", r.stdout);
     assert!(
         r.stdout
-            .contains("# WRONG: all_reduce 4KiB f32: rank 2 first at element 0"),
+            .contains("# WRONG: all_reduce 4KiB f32: rank 2 first at element 1023"),
         "{}",
         r.stdout
     );

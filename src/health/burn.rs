@@ -10,10 +10,10 @@
 //! - A first launch of 64 steps, then larger ones, calibrate `iters` so that one launch
 //!   takes about [`TARGET`] (untimed in the result); then launches run back to back
 //!   until `duration` has passed (at least one).
-//! - Every launch's results come back (one copy into pinned memory): the first burn
-//!   launch's [`SAMPLES`] sampled elements are compared with the host's chain, and every
-//!   later launch's elements with the first's (a GPU that starts computing wrong under
-//!   load differs from its own earlier result).
+//! - Every launch's results come back (one copy into pinned memory): every element of
+//!   the first burn launch is compared with the host's chain for its start value (1024
+//!   classes, [`host_refs`]), and every later launch's elements with the first's (a GPU
+//!   that starts computing wrong under load differs from its own earlier result).
 //! - TFLOP/s is 2 flops per FMA × elements × steps over the launches' GPU time (CUDA
 //!   events around each kernel; the copy and the host's checks between launches are
 //!   not counted), also per tenth of the burn by when each launch started.
@@ -34,8 +34,9 @@ pub const A: f32 = 1.0 - 1.0 / 1_048_576.0;
 pub const B: f32 = 1.0 / 2_097_152.0;
 /// Aimed-for time of one launch.
 pub const TARGET: Duration = Duration::from_millis(50);
-/// Elements of the first burn launch compared with the host's chain.
-pub const SAMPLES: u64 = 32;
+/// Distinct start values (element i starts at class i mod 1024): the host computes
+/// each class's chain once, and every element of the first launch is compared with it.
+pub const CLASSES: u64 = 1024;
 /// Steps per launch, at most.
 const MAX_ITERS: u64 = 1 << 24;
 
@@ -79,10 +80,20 @@ pub fn by_tenth(launches: &[(f64, f64)], per_launch: f64, total_s: f64) -> Vec<f
         .collect()
 }
 
-/// The sampled elements of `len` (spread over the buffer, not on a stride).
-fn samples(len: u64) -> impl Iterator<Item = u64> {
-    let step = (len / SAMPLES).max(1);
-    (0..SAMPLES.min(len)).map(move |k| k * step + (k * 7919) % step)
+/// Every class's result after `iters` steps (element i must equal `refs[i % 1024]`),
+/// computed 16 chains at a time so the host's FMA units are not waiting on one chain.
+pub fn host_refs(iters: u64) -> Vec<u32> {
+    let mut out = Vec::with_capacity(CLASSES as usize);
+    for base in (0..CLASSES).step_by(16) {
+        let mut x: [f32; 16] = std::array::from_fn(|k| start_value(base + k as u64));
+        for _ in 0..iters {
+            for v in &mut x {
+                *v = v.mul_add(A, B);
+            }
+        }
+        out.extend(x.iter().map(|v| v.to_bits()));
+    }
+    out
 }
 
 /// Burn `dev` for `duration` (Some whenever the GPU is open; a failure is the burn's
@@ -241,10 +252,14 @@ impl<'a> Burner<'a> {
             b.launches += 1;
             let got = self.results();
             if reference.is_empty() {
-                for i in samples(self.len) {
-                    b.checked += 1;
-                    b.wrong += u64::from(got[i as usize] != host_chain(i, iters).to_bits());
-                }
+                // The first launch: every element against its class's host chain.
+                let refs = host_refs(iters);
+                b.checked += self.len;
+                b.wrong += got
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, x)| **x != refs[i % CLASSES as usize])
+                    .count() as u64;
                 reference = got;
             } else {
                 b.checked += self.len;
@@ -305,11 +320,13 @@ mod tests {
     }
 
     #[test]
-    fn samples_are_spread_and_in_range() {
-        let s: Vec<u64> = samples(540_672).collect();
-        assert_eq!(s.len() as u64, SAMPLES);
-        assert!(s.iter().all(|&i| i < 540_672));
-        assert!(s.windows(2).all(|w| w[0] < w[1]));
-        assert_eq!(samples(10).count(), 10);
+    fn every_class_reference_is_its_host_chain() {
+        let refs = host_refs(300);
+        assert_eq!(refs.len(), CLASSES as usize);
+        for i in [0u64, 1, 15, 16, 511, 1023] {
+            assert_eq!(refs[i as usize], host_chain(i, 300).to_bits(), "{i}");
+        }
+        // element 1024 + 7 is class 7
+        assert_eq!(host_chain(1031, 300).to_bits(), refs[7]);
     }
 }

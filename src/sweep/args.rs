@@ -112,4 +112,33 @@ pub struct SweepArgs {
     /// Test only: make this rank corrupt its result buffer so the check must fail.
     #[arg(long, hide = true)]
     pub corrupt_rank: Option<usize>,
+    /// Test only: where --corrupt-rank's wrong value goes (first, middle, last,
+    /// random[:SEED]; default random).
+    #[arg(long, hide = true, value_name = "AT")]
+    pub corrupt_at: Option<String>,
+    /// Test only: RANK:count|dtype|op|root makes that rank's collective calls differ
+    /// from the others' (NCCL never completes them).
+    #[arg(long, hide = true, value_name = "RANK:WHAT")]
+    pub mismatch: Option<String>,
+}
+
+impl SweepArgs {
+    /// The test hooks (hidden flags) that apply to world rank `rank`.
+    pub fn hooks(&self, rank: usize) -> anyhow::Result<super::Hooks> {
+        let at = match &self.corrupt_at {
+            Some(s) => super::At::parse(s)?,
+            None => super::At::Random(0),
+        };
+        let mismatch = match &self.mismatch {
+            Some(s) => {
+                let (r, m) = super::hooks::Mismatch::parse(s)?;
+                (r == rank).then_some(m)
+            }
+            None => None,
+        };
+        Ok(super::Hooks {
+            corrupt: (self.corrupt_rank == Some(rank)).then_some(at),
+            mismatch,
+        })
+    }
 }

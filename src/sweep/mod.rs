@@ -8,6 +8,7 @@
 pub mod analysis;
 mod args;
 pub mod find_slow;
+pub mod hooks;
 pub mod soak;
 use crate::backend::{self, Backend, BackendKind, Bufs, Call, WaitCtx};
 use crate::collective::{self, Params, Pattern};
@@ -29,6 +30,7 @@ use crate::world::{self, World};
 use analysis::Rules;
 use anyhow::{Context, Result};
 pub use args::SweepArgs;
+pub use hooks::{At, Hooks};
 use mpi::collective::{CommunicatorCollectives, SystemOperation};
 use mpi::topology::Communicator;
 use serde::{Deserialize, Serialize};
@@ -437,7 +439,7 @@ pub fn measure(
     in_place: bool,
     group: &GroupInfo,
     timeout: Duration,
-    corrupt: bool,
+    hooks: Hooks,
 ) -> Result<Point> {
     let n = be.size();
     let count = (size / dtype.size() as u64) as usize;
@@ -448,7 +450,7 @@ pub fn measure(
         op,
         root: plan.root.min(n - 1),
     };
-    let call = Call {
+    let mut call = Call {
         kind,
         dtype,
         op,
@@ -456,6 +458,9 @@ pub fn measure(
         count,
         in_place,
     };
+    if let Some(m) = hooks.mismatch {
+        m.apply(&mut call, n);
+    }
     let ctx = WaitCtx {
         what: format!(
             "{} on tier {} group {} (ranks {:?})",
@@ -473,7 +478,7 @@ pub fn measure(
         call,
         ctx,
     };
-    let (mine, iterations) = one.on_this_rank(plan, corrupt)?;
+    let (mine, iterations) = one.on_this_rank(plan, hooks.corrupt)?;
     let all: Vec<RankResult> = world::all_gather_json(be.control(), &mine)?;
     Ok(one.point(plan, size, group, iterations, &all))
 }
@@ -489,7 +494,7 @@ struct OnePoint<'a> {
 
 impl OnePoint<'_> {
     /// This rank's part: buffers, fill, sampling and the check; with the sample count.
-    fn on_this_rank(&self, plan: &Plan, corrupt: bool) -> Result<(RankResult, usize)> {
+    fn on_this_rank(&self, plan: &Plan, corrupt: Option<At>) -> Result<(RankResult, usize)> {
         let (be, p, in_place) = (self.be, &self.p, self.call.in_place);
         let rank = be.rank();
         let layout = self.coll.layout(p);
@@ -540,7 +545,7 @@ impl OnePoint<'_> {
         bufs: &mut Buffers,
         input: &Pattern,
         recv_elems: usize,
-        corrupt: bool,
+        corrupt: Option<At>,
     ) -> Result<(u64, Option<usize>)> {
         let (be, p) = (self.be, self.p);
         let es = p.dtype.size();
@@ -554,11 +559,22 @@ impl OnePoint<'_> {
         let expected = self
             .coll
             .expected(&p, be.rank(), self.call.in_place, rs_offset);
-        if corrupt {
-            // Test hook: one wrong value where the check looks first.
-            if let Some(r) = expected.runs.iter().find(|r| r.len > 0) {
-                let bad = Pattern::one(p, r.start, 1, collective::Source::Poison);
-                be.fill(&mut bufs.recv, &bad)?;
+        if let Some(at) = corrupt {
+            // Test hook: one wrong value, at the element of the checked runs `at` says.
+            let total: usize = expected.runs.iter().map(|r| r.len).sum();
+            if total > 0 {
+                let salt = (p.count as u64) << 8 | u64::from(self.call.in_place);
+                let mut k = at.index(total, salt);
+                if let Some(r) = expected.runs.iter().find(|r| {
+                    let here = k < r.len;
+                    if !here {
+                        k -= r.len;
+                    }
+                    here
+                }) {
+                    let bad = Pattern::one(p, r.start + k, 1, collective::Source::Poison);
+                    be.fill(&mut bufs.recv, &bad)?;
+                }
             }
         }
         let m = be.check(&bufs.recv, &expected)?;
@@ -812,7 +828,7 @@ fn run_group(
     sizes: &[u64],
     group: &GroupInfo,
     timeout: Duration,
-    corrupt: bool,
+    hooks: Hooks,
     print_table: bool,
     live: &mut dyn FnMut(Point) -> Result<()>,
 ) -> Result<Vec<Point>> {
@@ -840,7 +856,7 @@ fn run_group(
                     let mut row: [Option<Point>; 2] = [None, None];
                     for &in_place in &plan.placements {
                         let point = measure(
-                            be, plan, kind, dtype, op, size, in_place, group, timeout, corrupt,
+                            be, plan, kind, dtype, op, size, in_place, group, timeout, hooks,
                         )
                         .with_context(|| {
                             format!(
@@ -1201,7 +1217,7 @@ impl TierRun<'_> {
             } else {
                 self.plan.sizes.clone()
             };
-            let corrupt = self.args.corrupt_rank == Some(world.rank);
+            let hooks = self.args.hooks(world.rank)?;
             let print_table =
                 world.rank == 0 && tier.kind == TierKind::World && self.sink.pass == 0;
             let sink = &mut self.sink;
@@ -1217,7 +1233,7 @@ impl TierRun<'_> {
                 &sizes,
                 &info,
                 self.cfg.deadline,
-                corrupt,
+                hooks,
                 print_table,
                 &mut live,
             )?;

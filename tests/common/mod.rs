@@ -221,6 +221,11 @@ impl Twin {
         c.env("LD_LIBRARY_PATH", &self.lib)
             .env("BURNIN_NCCL_LIB", self.lib.join("libnccl.so.2"))
             .env("TWIN_COUNTS_DIR", counts)
+            // the twin's NCCL checks each ncclConfig_t against NCCL's real headers
+            .env(
+                "TWIN_NCCL_LAYOUTS",
+                Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backend/nccl/config-layouts.tsv"),
+            )
             .env_remove("CUDA_VISIBLE_DEVICES");
     }
 }

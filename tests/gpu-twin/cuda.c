@@ -28,7 +28,8 @@
  *   driver stages it through the host), TWIN_PEER_SLOW=src>dst,... (that pair's peer
  *   copies take 20 ms more each, so its events read slow). burnin_fma with
  *   TWIN_FMA_WRONG=gpu: each launch on that GPU (visible ordinal) flips the lowest bit
- *   of one element, a different one every launch.
+ *   of one element: a different one every launch, or the same one every launch with
+ *   TWIN_FMA_WRONG_AT = first, middle or last (a fault that repeats itself).
  * - burnin_twin_enqueue / burnin_twin_host_ptr let the NCCL twin queue collectives on
  *   these streams and reach this memory.
  */
@@ -1157,7 +1158,14 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
     }
     static unsigned long long launches[TWIN_MAX_GPUS];
     unsigned long long k = __atomic_add_fetch(&launches[s->dev], 1, __ATOMIC_RELAXED);
-    if (twin_env_long("TWIN_FMA_WRONG", -1) == s->dev) l->corrupt = (long long)((k * 7919ULL) % l->a[1]);
+    if (twin_env_long("TWIN_FMA_WRONG", -1) == s->dev) {
+      const char *at = getenv("TWIN_FMA_WRONG_AT");
+      unsigned long long n = l->a[1];
+      l->corrupt = (long long)(at && !strcmp(at, "first")    ? 0
+                               : at && !strcmp(at, "middle") ? n / 2
+                               : at && !strcmp(at, "last")   ? n - 1
+                                                             : (k * 7919ULL) % n);
+    }
   } else if (f->which == FN_FILL) {
     for (int i = 0; i < 6; i++) l->a[i] = *(unsigned long long *)params[i];
     unsigned long long es = l->a[1];
@@ -1276,6 +1284,15 @@ API void *burnin_twin_host_ptr(CUdeviceptr p, size_t len, const char *who, int i
   void *h = host_ptr(p, len, who);
   if (!h && in_queued_work) fault();
   return h;
+}
+
+/* The device (visible ordinal) whose memory p is, or -1. */
+API int burnin_twin_ptr_device(CUdeviceptr p) {
+  pthread_mutex_lock(&g_mem_mu);
+  alloc_t *a = find(p, 0, "an NCCL buffer's device");
+  int d = a ? a->dev : -1;
+  pthread_mutex_unlock(&g_mem_mu);
+  return d;
 }
 
 /* The device (visible ordinal) and physical twin GPU of the current context; -1 when

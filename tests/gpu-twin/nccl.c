@@ -14,16 +14,36 @@
  * - Faults by environment, "rank:call" with the world rank and this process's call
  *   number (1 = its first collective or group): TWIN_NCCL_HANG (that call never
  *   completes until aborted), TWIN_NCCL_ASYNC_ERROR (the communicator reports
- *   ncclRemoteError instead of running it), TWIN_NCCL_WRONG (from that call on, the
- *   first element of this rank's result is off by one bit).
+ *   ncclRemoteError instead of running it), TWIN_NCCL_WRONG (from that call on, one
+ *   element of this rank's result is wrong; see TWIN_NCCL_WRONG_AT below).
+ * - As strict as NCCL where a mistake would hang, race or fail on a GPU: every rank
+ *   publishes each call's parameters (collective, count, type, op, root, sequence
+ *   number) and its sends' and receives' sizes per peer; a mismatch across ranks never
+ *   completes (only an abort ends it, so burnin's watchdog names it) and is recorded
+ *   on stderr ("burnin-twin: rank R: mismatch ..."). Two ranks of one host on one GPU
+ *   fail init with ncclInvalidUsage ("Duplicate GPU detected"); a buffer of another
+ *   device than the communicator's is ncclInvalidArgument; send and receive buffers
+ *   that overlap other than in NCCL's exact in-place forms (or a send and a receive
+ *   of one group) are reported as a race (ncclInvalidUsage, "burnin-twin: race").
+ * - Floating-point reductions round as NCCL's do: avg pre-multiplies every input by
+ *   1/n (rounded to the type), f16/bf16 round at every step, and the order of the
+ *   ranks' terms rotates along the ring (from rank (i / 256) mod n for element i), so
+ *   burnin's tolerances meet realistic rounding.
+ * - TWIN_NCCL_VERSION (e.g. 2.23.4) is the version reported; with TWIN_NCCL_LAYOUTS
+ *   (burnin's config-layouts.tsv, made from NCCL's real headers) init checks the
+ *   ncclConfig_t it is given against that version's layout: size, magic, version, and
+ *   every field's value (undefined or in NCCL's range), as NCCL's parser does.
+ * - TWIN_NCCL_WRONG flips a high bit of one element of the result, at
+ *   TWIN_NCCL_WRONG_AT = first, middle, last or random (default: seeded by the call).
  * - NCCL_DEBUG=INFO (NCCL_DEBUG_FILE with %h/%p): NCCL-format INFO lines, version
- *   "2.28.9+burnin-twin", P2P/CUMEM between ranks of one host and NET/Socket between
+ *   "2.28.9+burnin-twin" (or TWIN_NCCL_VERSION's), P2P/CUMEM between ranks of one host and NET/Socket between
  *   hosts, so burnin's transport parser reads the twin as it reads NCCL.
  */
 #define _GNU_SOURCE
 #include "twin.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -63,10 +83,117 @@ typedef struct twin_comm *ncclComm_t;
 extern int burnin_twin_enqueue(void *stream, void (*fn)(void *), void *arg);
 extern void *burnin_twin_host_ptr(unsigned long long p, size_t len, const char *who, int in_queued_work);
 extern int burnin_twin_current_device(int *physical);
+extern int burnin_twin_ptr_device(unsigned long long p);
 
-#define VERSION_CODE 22809 /* 2.28.9 */
-#define VERSION_TEXT "2.28.9+burnin-twin"
 #define ID_MAGIC "BNTWIN01"
+
+/* ------------------------------------------------------------------ version, layout */
+static int g_version_code = 22809; /* 2.28.9 */
+static char g_version[32] = "2.28.9";
+static char g_version_text[64] = "2.28.9+burnin-twin";
+static pthread_once_t g_version_once = PTHREAD_ONCE_INIT;
+
+static int version_code(int a, int b, int c) { return (a <= 2 && b < 9) ? a * 1000 + b * 100 + c : a * 10000 + b * 100 + c; }
+
+static void version_setup(void) {
+  const char *v = getenv("TWIN_NCCL_VERSION");
+  int a, b, c;
+  if (v && sscanf(v, "%d.%d.%d", &a, &b, &c) == 3) {
+    g_version_code = version_code(a, b, c);
+    snprintf(g_version, sizeof g_version, "%d.%d.%d", a, b, c);
+    snprintf(g_version_text, sizeof g_version_text, "%d.%d.%d+burnin-twin", a, b, c);
+  }
+}
+
+/* One field of ncclConfig_t in some version's layout (a row of config-layouts.tsv). */
+struct field {
+  char name[32];
+  int off, size, ptr;
+};
+
+/* The layout of NCCL `ver` ("2.23.4") from the TSV at TWIN_NCCL_LAYOUTS: its fields
+ * and sizeof; 0 when there is no table or no row for it. */
+static int load_layout(const char *ver, struct field *f, int max, size_t *size) {
+  const char *path = getenv("TWIN_NCCL_LAYOUTS");
+  FILE *t = path ? fopen(path, "r") : NULL;
+  if (!t) return 0;
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, t) && n < max) {
+    char v[32], name[32], type[64];
+    unsigned long sz;
+    int off, fs;
+    if (line[0] == '#' || sscanf(line, "%31[^\t]\t%lu\t%31[^\t]\t%d\t%d\t%63[^\t]", v, &sz, name, &off, &fs, type) != 6) continue;
+    if (strcmp(v, ver)) continue;
+    snprintf(f[n].name, sizeof f[n].name, "%s", name);
+    f[n].off = off;
+    f[n].size = fs;
+    f[n].ptr = strchr(type, '*') != NULL;
+    *size = sz;
+    n++;
+  }
+  fclose(t);
+  return n;
+}
+
+/* Whether NCCL accepts `v` in int field `name` (NCCL_CONFIG_UNDEF_INT always). */
+static int field_ok(const char *name, int v) {
+  static const char *const flags[] = {"blocking", "splitShare", "collnetEnable", "shrinkShare", "nvlinkCentricSched",
+                                      "graphStreamOrdering", "launchOrderImplicit", "rmaEagerInit", "nvlsHostMode",
+                                      "hostCftMode"};
+  if (v == INT_MIN) return 1;
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+    if (!strcmp(name, flags[i])) return v == 0 || v == 1;
+  if (!strcmp(name, "cgaClusterSize")) return v >= 0 && v <= 8;
+  if (!strcmp(name, "minCTAs") || !strcmp(name, "maxCTAs") || !strcmp(name, "nvlsCTAs")) return v >= 1 && v <= 64;
+  if (!strcmp(name, "CTAPolicy")) return v >= 0 && v <= 7;
+  if (!strcmp(name, "graphUsageMode")) return v >= 0 && v <= 2;
+  return v >= 0;
+}
+
+/* Check a config as NCCL `g_version` parses it; 0, or an error text in `err`. */
+static int check_config(const void *config, char *err, size_t len) {
+  const unsigned char *p = config;
+  size_t have;
+  unsigned magic, version;
+  memcpy(&have, p, sizeof have);
+  memcpy(&magic, p + 8, 4);
+  memcpy(&version, p + 12, 4);
+  if (magic != 0xcafebeefu) {
+    snprintf(err, len, "burnin-twin: ncclConfig_t without NCCL_CONFIG_INITIALIZER's magic");
+    return -1;
+  }
+  if ((int)version > g_version_code) {
+    snprintf(err, len, "burnin-twin: ncclConfig_t of NCCL %u, newer than this NCCL %s", version, g_version);
+    return -1;
+  }
+  char claimed[32];
+  unsigned maj = version >= 10000 ? version / 10000 : version / 1000, rest = version >= 10000 ? version % 10000 : version % 1000;
+  snprintf(claimed, sizeof claimed, "%u.%u.%u", maj, rest / 100, rest % 100);
+  struct field f[64];
+  size_t size = 0;
+  int n = load_layout(claimed, f, 64, &size);
+  if (!getenv("TWIN_NCCL_LAYOUTS")) return 0; /* no table: the header checks only */
+  if (!n) {
+    snprintf(err, len, "burnin-twin: ncclConfig_t claims NCCL %s, a release with no header in the layout table", claimed);
+    return -1;
+  }
+  if (have != size) {
+    snprintf(err, len, "burnin-twin: ncclConfig_t of %zu bytes claims NCCL %s, whose header's is %zu", have, claimed, size);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    if (f[i].ptr || f[i].off < 16 || f[i].size != 4) continue;
+    int v;
+    memcpy(&v, p + f[i].off, 4);
+    if (!field_ok(f[i].name, v)) {
+      snprintf(err, len, "burnin-twin: ncclConfig_t.%.31s = %d (offset %d) is not a value NCCL %.31s accepts", f[i].name, v,
+               f[i].off, g_version);
+      return -1;
+    }
+  }
+  return 0;
+}
 
 /* ------------------------------------------------------------------ counting */
 #define NCCL_FNS(X)                                                                           \
@@ -171,6 +298,9 @@ struct shm_rank {
   char host[64];
   int pid, dev, phys, joined;
   unsigned long long max_len;
+  /* the call this rank is running, for cross-rank matching */
+  unsigned long long seq, count;
+  int kind, type, redop, root;
 };
 struct shm_hdr {
   unsigned long long magic;
@@ -183,11 +313,12 @@ struct shm_hdr {
 struct p2p {
   int send, peer;
   unsigned long long buf;
-  size_t bytes;
+  size_t bytes, es;
 };
 
 struct twin_comm {
   int rank, nranks, blocking, dev, phys;
+  unsigned long long seq; /* calls run on this communicator */
   unsigned long long key;
   char name[64];
   struct shm_hdr *h;
@@ -267,6 +398,17 @@ static void *init_thread(void *p) {
   }
   /* every rank has it mapped: the name can go (the memory stays until unmapped) */
   if (c->rank == 0) shm_unlink(c->name);
+  for (int r = 0; r < c->nranks; r++) {
+    struct shm_rank *o = &c->h->r[r];
+    if (r != c->rank && !strcmp(o->host, g_host) && o->phys == c->phys) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "Duplicate GPU detected : rank %d and rank %d both on CUDA device %x", r < c->rank ? r : c->rank,
+               r < c->rank ? c->rank : r, twin_bus(c->phys) << 12);
+      fprintf(stderr, "burnin-twin: %s\n", msg);
+      set_error(c, ncclInvalidUsage, msg);
+      return NULL;
+    }
+  }
   int remote = 0;
   for (int r = 0; r < c->nranks; r++) remote |= strcmp(c->h->r[r].host, g_host) != 0;
   if (remote) {
@@ -294,7 +436,8 @@ static void *init_thread(void *p) {
 API ncclResult_t ncclGetVersion(int *v) {
   COUNT(ncclGetVersion);
   if (!v) return ncclInvalidArgument;
-  *v = VERSION_CODE;
+  pthread_once(&g_version_once, version_setup);
+  *v = g_version_code;
   return ncclSuccess;
 }
 
@@ -317,11 +460,16 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueI
     snprintf(g_last_err, sizeof g_last_err, "burnin-twin: the unique id was not made by the twin");
     return ncclInvalidArgument;
   }
+  pthread_once(&g_version_once, version_setup);
   int blocking = 1;
   if (config) {
     config_head *h = config;
     if (h->magic != 0xcafebeefu || h->size < sizeof(config_head)) {
       snprintf(g_last_err, sizeof g_last_err, "burnin-twin: ncclConfig_t without NCCL_CONFIG_INITIALIZER's header");
+      return ncclInvalidArgument;
+    }
+    if (check_config(config, g_last_err, sizeof g_last_err)) {
+      fprintf(stderr, "%s\n", g_last_err);
       return ncclInvalidArgument;
     }
     if (h->blocking != (int)0x80000000) blocking = h->blocking != 0;
@@ -343,7 +491,10 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueI
   c->cap = ((unsigned long long)twin_env_long("TWIN_NCCL_SLOT_KIB", 1024) << 10) / 64 * 64;
   if (c->cap < 4096) c->cap = 4096;
   snprintf(c->name, sizeof c->name, "/burnin-twin-%016llx", c->key);
-  size_t head = (sizeof(struct shm_hdr) + (size_t)nranks * sizeof(struct shm_rank) + 4095) / 4096 * 4096;
+  /* after the ranks' records: each rank's bytes sent to and received from each peer
+   * in its current group (-1: none), n × n × 2 */
+  size_t head = (sizeof(struct shm_hdr) + (size_t)nranks * sizeof(struct shm_rank) +
+                 (size_t)nranks * (size_t)nranks * 2 * sizeof(long long) + 4095) / 4096 * 4096;
   c->map_len = head + (size_t)nranks * c->cap;
   int fd = shm_open(c->name, O_CREAT | O_RDWR, 0600);
   if (fd < 0 || ftruncate(fd, (off_t)c->map_len) != 0) {
@@ -364,7 +515,7 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueI
   c->h->nranks = nranks;
   c->h->cap = c->cap;
   c->state = ncclInProgress;
-  info(dev, "NCCL version " VERSION_TEXT);
+  info(dev, "NCCL version %s", g_version_text);
   *out = c;
   if (blocking) {
     init_thread(c);
@@ -526,8 +677,15 @@ static inline void st_h(unsigned char *p, float v) { st_u16(p, f32_to_f16(v)); }
 static inline float ld_bh(const unsigned char *p) { return bf16_to_f32(ld_u16(p)); }
 static inline void st_bh(unsigned char *p, float v) { st_u16(p, f32_to_bf16(v)); }
 
-/* out[i] = op over ranks (in rank order) of in[q][i], for i < n elements of type t;
- * avg: the sum divided by the rank count (integers truncate). */
+/* out[i] = op over the nr inputs' element i. Integers: in rank order, avg the sum
+ * divided by nr (truncating), as NCCL's. Floats as NCCL's kernels round them: avg
+ * multiplies each input by 1/nr rounded to the type first (NCCL's PreMulSum), every
+ * step rounds to the type (f16/bf16 too, not summed in f32), and the ranks' order
+ * rotates along the ring: element i starts at rank (i / 256) mod nr. */
+static float round_h(float x) { return f16_to_f32(f32_to_f16(x)); }
+static float round_bh(float x) { return bf16_to_f32(f32_to_bf16(x)); }
+static float round_f(float x) { return x; }
+static double round_d(double x) { return x; }
 static void reduce(int t, int op, int nr, unsigned char **in, unsigned char *out, size_t n) {
   size_t es = type_size(t);
 #define LOOP(T, LD, ST)                                     \
@@ -545,6 +703,29 @@ static void reduce(int t, int op, int nr, unsigned char **in, unsigned char *out
     if (op == OP_AVG) acc = (T)(acc / (T)nr);               \
     ST(out + i * es, acc);                                  \
   }
+#define FLOOP(T, LD, ST, R)                                 \
+  {                                                         \
+    T scale = R((T)1 / (T)nr);                              \
+    for (size_t i = 0; i < n; i++) {                        \
+      int s0 = (int)((i >> 8) % (size_t)nr);                \
+      T acc = 0;                                            \
+      for (int k = 0; k < nr; k++) {                        \
+        T v = LD(in[(s0 + k) % nr] + i * es);               \
+        if (op == OP_AVG) v = R(v * scale);                 \
+        if (k == 0) {                                       \
+          acc = v;                                          \
+          continue;                                         \
+        }                                                   \
+        switch (op) {                                       \
+          case OP_PROD: acc = R(acc * v); break;            \
+          case OP_MAX: acc = v > acc ? v : acc; break;      \
+          case OP_MIN: acc = v < acc ? v : acc; break;      \
+          default: acc = R(acc + v); break;                 \
+        }                                                   \
+      }                                                     \
+      ST(out + i * es, acc);                                \
+    }                                                       \
+  }
   switch (t) {
     case T_I8: LOOP(int8_t, ld_i8, st_i8); break;
     case T_U8: LOOP(uint8_t, ld_u8, st_u8); break;
@@ -552,12 +733,13 @@ static void reduce(int t, int op, int nr, unsigned char **in, unsigned char *out
     case T_U32: LOOP(uint32_t, ld_u32, st_u32); break;
     case T_I64: LOOP(int64_t, ld_i64, st_i64); break;
     case T_U64: LOOP(uint64_t, ld_u64, st_u64); break;
-    case T_F32: LOOP(float, ld_f32, st_f32); break;
-    case T_F64: LOOP(double, ld_f64, st_f64); break;
-    case T_F16: LOOP(float, ld_h, st_h); break;
-    case T_BF16: LOOP(float, ld_bh, st_bh); break;
+    case T_F32: FLOOP(float, ld_f32, st_f32, round_f); break;
+    case T_F64: FLOOP(double, ld_f64, st_f64, round_d); break;
+    case T_F16: FLOOP(float, ld_h, st_h, round_h); break;
+    case T_BF16: FLOOP(float, ld_bh, st_bh, round_bh); break;
   }
 #undef LOOP
+#undef FLOOP
 }
 
 /* ------------------------------------------------------------------ collectives */
@@ -585,9 +767,44 @@ static void extents(const struct op *o, int rank, size_t *sb, size_t *rb) {
   }
 }
 
-static void flip_first(unsigned char *p) {
-  if (p) p[0] ^= 1;
+/* TWIN_NCCL_WRONG: flip the second-highest bit of one element of `p` (`elems`
+ * elements of `es` bytes): an exponent bit of a float, so no tolerance hides it. Which
+ * element: TWIN_NCCL_WRONG_AT = first, middle, last, or random (default: a SplitMix64
+ * draw from the call number and rank, so every run of a seed picks the same). */
+static unsigned long long splitmix(unsigned long long x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
 }
+static void flip_one(unsigned char *p, size_t elems, size_t es, unsigned long long call, int rank) {
+  if (!p || !elems) return;
+  const char *at = getenv("TWIN_NCCL_WRONG_AT");
+  size_t i;
+  if (at && !strcmp(at, "first")) i = 0;
+  else if (at && !strcmp(at, "middle")) i = elems / 2;
+  else if (at && !strcmp(at, "last")) i = elems - 1;
+  else i = (size_t)(splitmix(call * 1000003ULL + (unsigned long long)rank) % elems);
+  p[i * es + es - 1] ^= 0x40;
+  fprintf(stderr, "burnin-twin: rank %d: call %llu: flipped element %zu of the result (TWIN_NCCL_WRONG)\n", rank, call, i);
+}
+
+/* Say what differs across ranks, then never complete (NCCL hangs on a mismatch; only
+ * an abort ends the wait, so burnin's watchdog is what names it). */
+static void mismatch_hang(struct twin_comm *c, const char *what) {
+  fprintf(stderr, "burnin-twin: rank %d: mismatch on comm %#llx: %s\n", c->rank, c->key, what);
+  fflush(stderr);
+  unsigned spins = 0;
+  while (!c->aborted) pause_a_little(&spins);
+}
+
+static const char *const kind_names[] = {"AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "SendRecv group"};
+static const char *const type_names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16"};
+static const char *const op_names[] = {"sum", "prod", "max", "min", "avg"};
+
+/* Publish this call's parameters, wait for every rank's, compare: 0 when they match,
+ * -1 when stopped, 1 after a mismatch was reported (the caller hangs). */
+static int match_ranks(struct op *o);
 
 /* One collective, chunk by chunk through the slots; 0, or -1 when stopped. */
 static int run_collective(struct op *o, unsigned char *send, unsigned char *recv) {
@@ -644,7 +861,31 @@ static int run_p2p(struct op *o) {
     if (p->bytes > mine) mine = p->bytes;
   }
   c->h->r[me].max_len = mine;
+  /* this rank's row of the group's sizes: bytes to and from each peer (-1: none) */
+  long long *m = (long long *)&c->h->r[n], *row = m + (size_t)me * (size_t)n * 2;
+  for (int q = 0; q < 2 * n; q++) row[q] = -1;
+  for (int i = 0; i < o->np2p; i++) row[2 * o->p2p[i].peer + !o->p2p[i].send] = (long long)o->p2p[i].bytes;
   if (barrier(c)) return -1;
+  /* every send needs the peer's receive of as many bytes, and every receive a send */
+  char what[512];
+  what[0] = 0;
+  for (int i = 0; i < o->np2p && !what[0]; i++) {
+    struct p2p *p = &o->p2p[i];
+    long long theirs = m[((size_t)p->peer * (size_t)n + (size_t)me) * 2 + p->send];
+    if (theirs != (long long)p->bytes) {
+      if (theirs < 0)
+        snprintf(what, sizeof what, "rank %d %s %zu bytes %s rank %d, which posted no %s", me, p->send ? "sends" : "receives",
+                 p->bytes, p->send ? "to" : "from", p->peer, p->send ? "receive from it" : "send to it");
+      else
+        snprintf(what, sizeof what, "rank %d %s %zu bytes %s rank %d, which %s %lld", me, p->send ? "sends" : "receives",
+                 p->bytes, p->send ? "to" : "from", p->peer, p->send ? "receives" : "sends", theirs);
+    }
+  }
+  if (barrier(c)) return -1; /* every row read before the next group writes it */
+  if (what[0]) {
+    mismatch_hang(c, what);
+    return -1;
+  }
   size_t longest = 0;
   for (int q = 0; q < n; q++)
     if (c->h->r[q].max_len > longest) longest = c->h->r[q].max_len;
@@ -666,6 +907,42 @@ static int run_p2p(struct op *o) {
   return 0;
 }
 
+static int match_ranks(struct op *o) {
+  struct twin_comm *c = o->c;
+  struct shm_rank *me = &c->h->r[c->rank];
+  me->seq = ++c->seq;
+  me->kind = o->kind;
+  me->type = o->type;
+  me->redop = o->redop;
+  me->root = o->root;
+  me->count = o->count;
+  if (barrier(c)) return -1;
+  int differ = 0, reducing = o->kind == K_ALL_REDUCE || o->kind == K_REDUCE_SCATTER || o->kind == K_REDUCE;
+  for (int q = 0; q < c->nranks; q++) {
+    struct shm_rank *r = &c->h->r[q];
+    if (r->kind != o->kind) differ = 1;
+    else if (o->kind == K_P2P) continue;
+    else if (r->count != o->count || r->type != o->type) differ = 1;
+    else if (reducing && r->redop != o->redop) differ = 1;
+    else if ((o->kind == K_BROADCAST || o->kind == K_REDUCE) && r->root != o->root) differ = 1;
+  }
+  int ok = !differ;
+  if (barrier(c)) return -1; /* everyone has read the records before they change */
+  if (ok) return 0;
+  char what[1024];
+  size_t w = (size_t)snprintf(what, sizeof what, "call %llu does not match across ranks:", me->seq);
+  for (int q = 0; q < c->nranks && w < sizeof what; q++) {
+    struct shm_rank *r = &c->h->r[q];
+    if (r->kind == K_P2P)
+      w += (size_t)snprintf(what + w, sizeof what - w, " rank %d %s;", q, kind_names[K_P2P]);
+    else
+      w += (size_t)snprintf(what + w, sizeof what - w, " rank %d %s count %llu %s %s root %d;", q, kind_names[r->kind],
+                            r->count, type_names[r->type], op_names[r->redop], r->root);
+  }
+  mismatch_hang(c, what);
+  return 1;
+}
+
 static void run_op(void *arg) {
   struct op *o = arg;
   struct twin_comm *c = o->c;
@@ -682,11 +959,17 @@ static void run_op(void *arg) {
     set_error(c, ncclRemoteError, msg);
     goto done;
   }
+  if (c->nranks > 1 && match_ranks(o)) goto done;
   unsigned char *first_out = NULL;
+  size_t out_bytes = 0, es = o->kind == K_P2P ? 1 : type_size(o->type);
   if (o->kind == K_P2P) {
     if (run_p2p(o)) goto done;
     for (int i = 0; i < o->np2p && !first_out; i++)
-      if (!o->p2p[i].send && o->p2p[i].bytes) first_out = burnin_twin_host_ptr(o->p2p[i].buf, 1, "ncclRecv", 1);
+      if (!o->p2p[i].send && o->p2p[i].bytes) {
+        first_out = burnin_twin_host_ptr(o->p2p[i].buf, o->p2p[i].bytes, "ncclRecv", 1);
+        out_bytes = o->p2p[i].bytes;
+        es = o->p2p[i].es;
+      }
   } else {
     size_t sb, rb;
     extents(o, c->rank, &sb, &rb);
@@ -698,8 +981,9 @@ static void run_op(void *arg) {
     }
     if (run_collective(o, send, recv)) goto done;
     first_out = recv;
+    out_bytes = rb;
   }
-  if (fault_at("TWIN_NCCL_WRONG", o->call, 1)) flip_first(first_out);
+  if (fault_at("TWIN_NCCL_WRONG", o->call, 1)) flip_one(first_out, out_bytes / es, es, o->call, c->rank);
 done:
   free(o->p2p);
   free(o);
@@ -738,6 +1022,33 @@ static ncclResult_t collective(struct twin_comm *c, int kind, const void *send, 
     snprintf(c->last_err, sizeof c->last_err, "burnin-twin: a buffer is not valid device memory of the twin");
     return ncclInvalidArgument;
   }
+  /* NCCL's CudaPtrCheck: a buffer on another GPU than the communicator's */
+  for (int i = 0; i < 2; i++) {
+    unsigned long long b = i ? o->recv : o->send;
+    int d = (i ? rb : sb) ? burnin_twin_ptr_device(b) : c->dev;
+    if (d != c->dev) {
+      free(o);
+      snprintf(c->last_err, sizeof c->last_err, "burnin-twin: %s %s allocated on device %d mismatches with NCCL device %d",
+               kind_names[kind], i ? "recvbuff" : "sendbuff", d, c->dev);
+      fprintf(stderr, "%s\n", c->last_err);
+      return ncclInvalidArgument;
+    }
+  }
+  /* overlapping buffers other than NCCL's exact in-place forms: a race on a GPU */
+  if (sb && rb && o->send < o->recv + rb && o->recv < o->send + sb) {
+    size_t b = count * type_size(type), at = (size_t)c->rank * b;
+    int in_place = kind == K_ALL_GATHER ? o->send == o->recv + at
+                 : kind == K_REDUCE_SCATTER ? o->recv == o->send + at
+                 : o->send == o->recv;
+    if (!in_place) {
+      free(o);
+      snprintf(c->last_err, sizeof c->last_err,
+               "burnin-twin: race: %s send buffer [%#llx, +%zu) overlaps its receive buffer [%#llx, +%zu), not in place",
+               kind_names[kind], (unsigned long long)(uintptr_t)send, sb, (unsigned long long)(uintptr_t)recv, rb);
+      fprintf(stderr, "%s\n", c->last_err);
+      return ncclInvalidUsage;
+    }
+  }
   return submit(o, stream);
 }
 
@@ -772,6 +1083,24 @@ static ncclResult_t p2p(int send, const void *buf, size_t n, int t, int peer, st
   size_t bytes = n * type_size(t);
   if (bytes && !burnin_twin_host_ptr((unsigned long long)(uintptr_t)buf, bytes, send ? "ncclSend" : "ncclRecv", 0))
     return ncclInvalidArgument;
+  if (bytes && burnin_twin_ptr_device((unsigned long long)(uintptr_t)buf) != c->dev) {
+    snprintf(c->last_err, sizeof c->last_err, "burnin-twin: %s buffer allocated on device %d mismatches with NCCL device %d",
+             send ? "ncclSend" : "ncclRecv", burnin_twin_ptr_device((unsigned long long)(uintptr_t)buf), c->dev);
+    fprintf(stderr, "%s\n", c->last_err);
+    return ncclInvalidArgument;
+  }
+  /* a receive that overlaps a send of the same group: no order between them on a GPU */
+  for (int i = 0; bytes && i < c->npend; i++) {
+    struct p2p *q = &c->pend[i];
+    unsigned long long b = (unsigned long long)(uintptr_t)buf;
+    if (q->send != send && q->bytes && b < q->buf + q->bytes && q->buf < b + bytes) {
+      snprintf(c->last_err, sizeof c->last_err,
+               "burnin-twin: race: a %s buffer [%#llx, +%zu) overlaps a %s buffer [%#llx, +%zu) of the same group",
+               send ? "send" : "receive", b, bytes, q->send ? "send" : "receive", q->buf, q->bytes);
+      fprintf(stderr, "%s\n", c->last_err);
+      return ncclInvalidUsage;
+    }
+  }
   if (t_group_depth == 0) {
     snprintf(c->last_err, sizeof c->last_err, "burnin-twin: ncclSend/ncclRecv outside a group is not implemented");
     return ncclInvalidUsage;
@@ -787,7 +1116,7 @@ static ncclResult_t p2p(int send, const void *buf, size_t n, int t, int peer, st
     c->pend = realloc(c->pend, (size_t)c->cap_pend * sizeof *c->pend);
     if (!c->pend) return ncclSystemError;
   }
-  c->pend[c->npend++] = (struct p2p){send, peer, (unsigned long long)(uintptr_t)buf, bytes};
+  c->pend[c->npend++] = (struct p2p){send, peer, (unsigned long long)(uintptr_t)buf, bytes, type_size(t)};
   c->pend_stream = st;
   int known = 0;
   for (int i = 0; i < t_group_ncomms; i++) known |= t_group_comms[i] == c;

@@ -367,7 +367,7 @@ mod gpu_tests {
                                 in_place,
                                 &group,
                                 Duration::from_secs(60),
-                                false,
+                                sweep::Hooks::default(),
                             )
                             .unwrap();
                             assert_eq!(p.iterations, 3);
