@@ -67,7 +67,7 @@ fn every_bad_input_gets_its_exit_code_and_message() {
         let mut mounted = false;
         if case.setup.as_deref() == Some("tmpfs") {
             if !is_root() {
-                eprintln!("SKIPPED {}: needs root for a tmpfs", case.name);
+                skipped(&format!("{}: needs root for a tmpfs", case.name));
                 continue;
             }
             let full = dir.path().join("full");
@@ -85,7 +85,7 @@ fn every_bad_input_gets_its_exit_code_and_message() {
                 .map(|s| s.success())
                 .unwrap_or(false);
             if !ok {
-                eprintln!("SKIPPED {}: cannot mount a tmpfs here", case.name);
+                skipped(&format!("{}: cannot mount a tmpfs here", case.name));
                 continue;
             }
             mounted = true;

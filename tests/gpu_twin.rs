@@ -806,9 +806,12 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
     let healthy = dir.path().join("healthy");
     let (r, j) = gpu_health("gpu-healthy", &healthy, &[]);
     assert!(r.stdout.contains("H2D GB/s") && r.stdout.contains("memory GB/s"));
-    // The twin's times are not measurements: judged, whatever their verdict.
+    // The twin's times are not measurements, but its peer copies take a modelled
+    // 10 ms each: a healthy matrix has no outlier, and every criterion passes.
+    assert_eq!(r.code, Some(0), "{}", r.all());
     assert_eq!(verdict_of(&r, WRONG), "PASS", "{}", r.all());
-    assert_ne!(verdict_of(&r, OUTLIER), "NOT RUN", "{}", r.all());
+    assert_eq!(verdict_of(&r, OUTLIER), "PASS", "{}", r.all());
+    assert!(!r.stdout.contains("FAIL"), "{}", r.all());
     let gpus = j["gpus"].as_array().unwrap();
     assert_eq!(gpus.len(), 4, "{j}");
     for g in gpus {
@@ -848,7 +851,10 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
     for p in pairs {
         assert_eq!(p["peer_access"], true, "{p}");
         assert_eq!(p["copy"]["verified"], true, "{p}");
-        assert!(p["copy"]["gbps"].as_f64().unwrap() > 0.0, "{p}");
+        // 1 MiB in the twin's modelled 10 ms: 0.105 GB/s at most (bytes over the
+        // events' time), less only by the host's lateness.
+        let gbps = p["copy"]["gbps"].as_f64().unwrap();
+        assert!(gbps <= 0.1049 && gbps > 0.06, "{p}");
     }
     let host = gpus[0]["host"].as_str().unwrap().to_string();
 
@@ -859,7 +865,7 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
     assert_eq!(r.code, Some(1), "{}", r.all());
     assert_eq!(verdict_of(&r, OUTLIER), "FAIL", "{}", r.all());
     let d = detail(&r, "gpu.pair_outlier");
-    // Named with its host (a pair the loaded CI machine slowed may be named too).
+    // Named with its host.
     assert!(d.contains(&format!("{host} GPU1→GPU2 at 0.")), "{d}");
     let pairs = j["nodes"][0]["pairs"].as_array().unwrap();
     let rate = |p: &Value| p["copy"]["gbps"].as_f64().unwrap();
@@ -869,7 +875,8 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
         .iter()
         .find(|p| p["src"] == 1 && p["dst"] == 2)
         .unwrap();
-    assert!(rate(slowed) < 0.1 * rates[6], "{slowed} against {rates:?}");
+    // 30 ms against the others' modelled 10 ms
+    assert!(rate(slowed) < 0.5 * rates[6], "{slowed} against {rates:?}");
     let denied = pairs
         .iter()
         .find(|p| p["src"] == 2 && p["dst"] == 0)

@@ -309,7 +309,7 @@ fn html_report_renders_its_charts_in_headless_chromium() {
     let charts = html.matches("<figure").count();
     assert!(charts >= 8, "{charts} charts");
     let Some(browser) = chromium() else {
-        eprintln!("SKIPPED: chromium is not installed (launch/setup installs the Debian package `chromium`)");
+        skipped("chromium is not installed (launch/setup installs the Debian package `chromium`)");
         return;
     };
     let _s = serial();

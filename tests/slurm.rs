@@ -267,7 +267,7 @@ fn an_acceptance_through_slurm_passes_when_healthy_and_fails_naming_a_slow_node(
 fn sim_slurm_refuses_bad_input_in_one_line() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: launch/sim-slurm needs root");
+        skipped("launch/sim-slurm needs root");
         return;
     }
     // a prefix with no cluster: nothing is started

@@ -169,6 +169,15 @@ impl SimCluster {
         args.extend_from_slice(extra);
         let r = run_bounded(self.cmd(&args), Duration::from_secs(60));
         if r.code != Some(0) {
+            // In CI (CI=true, as .ci/run sets it) a cluster that cannot come up is a
+            // failure, never a skipped test that reads as a pass.
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            assert!(
+                !ci,
+                "the simulated cluster did not come up in CI (CI={}): {}",
+                std::env::var("CI").unwrap_or_default(),
+                r.all()
+            );
             eprintln!(
                 "SKIPPED: the simulated cluster needs root and network namespaces here: {}",
                 r.all()
@@ -189,6 +198,14 @@ impl SimCluster {
             subnet: self.subnet,
         })
     }
+}
+
+/// A test that cannot run here says why on stderr; in CI (CI=true, as .ci/run sets
+/// it) it fails instead, so a skip never reads as a pass there.
+pub fn skipped(why: &str) {
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    assert!(!ci, "cannot run in CI: {why}");
+    eprintln!("SKIPPED: {why}");
 }
 
 /// Takes its cluster down when dropped.

@@ -957,11 +957,25 @@ API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
   return CUDA_SUCCESS;
 }
 
-static void slow_copy(void *p) {
+/* Peer copies take a modelled time, TWIN_PEER_COPY_MS (default 10 ms) from their start
+ * whatever the host's memcpy took, so a healthy matrix reads even under a loaded CI
+ * machine; TWIN_PEER_SLOW's pairs take 20 ms more. */
+static void copy_for(void *p, long extra_ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
   do_copy(p);
-  struct timespec t = {0, 20 * 1000 * 1000};
-  nanosleep(&t, NULL);
+  long ms = twin_env_long("TWIN_PEER_COPY_MS", 10) + extra_ms;
+  t.tv_sec += ms / 1000;
+  t.tv_nsec += (ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR) {
+  }
 }
+static void peer_copy(void *p) { copy_for(p, 0); }
+static void slow_copy(void *p) { copy_for(p, 20); }
 
 API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
                                CUstream h) {
@@ -977,7 +991,7 @@ API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
   c->dst = dst;
   c->src = src;
   c->n = n;
-  enqueue(s, pair_listed("TWIN_PEER_SLOW", sctx->dev, dctx->dev) ? slow_copy : do_copy, c);
+  enqueue(s, pair_listed("TWIN_PEER_SLOW", sctx->dev, dctx->dev) ? slow_copy : peer_copy, c);
   return CUDA_SUCCESS;
 }
 
