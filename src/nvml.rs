@@ -182,14 +182,29 @@ impl NvmlGpu {
             during: during.into(),
             ..Default::default()
         };
-        if let Ok(d) = self.device() {
-            s.sm_mhz = d.clock_info(Clock::SM).ok();
-            s.mem_mhz = d.clock_info(Clock::Memory).ok();
-            s.power_w = d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
-            s.temp_c = d.temperature(TemperatureSensor::Gpu).ok();
-            s.reasons = d.current_throttle_reasons().ok().map(|r| r.bits());
-            s.pcie_gen = d.current_pcie_link_gen().ok();
-            s.pcie_width = d.current_pcie_link_width().ok();
+        match self.device() {
+            Ok(d) => {
+                let mut errors = Vec::new();
+                s.sm_mhz = kept(&mut errors, "SM clock", d.clock_info(Clock::SM));
+                s.mem_mhz = kept(&mut errors, "memory clock", d.clock_info(Clock::Memory));
+                s.power_w =
+                    kept(&mut errors, "power", d.power_usage()).map(|mw| f64::from(mw) / 1000.0);
+                s.temp_c = kept(
+                    &mut errors,
+                    "temperature",
+                    d.temperature(TemperatureSensor::Gpu),
+                );
+                s.reasons = kept(
+                    &mut errors,
+                    "clocks-event reasons",
+                    d.current_throttle_reasons(),
+                )
+                .map(|r| r.bits());
+                s.pcie_gen = kept(&mut errors, "PCIe generation", d.current_pcie_link_gen());
+                s.pcie_width = kept(&mut errors, "PCIe width", d.current_pcie_link_width());
+                s.errors = errors;
+            }
+            Err(e) => s.errors.push(format!("device: {e}")),
         }
         s
     }

@@ -287,6 +287,13 @@ fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) 
         m.health.pcie = Some(nvml::pcie_link(&watched.samples, p.max_gen, p.max_width));
     }
     m.health.throttle = Some(nvml::summarize_throttle(&watched.samples)).filter(|t| t.samples > 0);
+    let failed: Vec<&Sample> = watched
+        .samples
+        .iter()
+        .filter(|s| !s.errors.is_empty())
+        .collect();
+    m.health.sample_errors = failed.len() as u32;
+    m.health.sample_error = failed.first().map(|s| s.errors.join("; "));
     let dcgm = (args.dcgm_diag && world.local_rank == 0).then(|| {
         let _g = dog.arm(
             "DCGM's diagnostic (dcgmi diag -r 1)",

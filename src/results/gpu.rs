@@ -176,6 +176,10 @@ pub struct Sample {
     pub pcie_gen: Option<u32>,
     /// PCIe link width in use (lanes).
     pub pcie_width: Option<u32>,
+    /// Reads of this sample that NVML answered with an error other than "not
+    /// supported", as "what: error" (the value is then absent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }
 
 /// A sample as `samples.jsonl` streams it: the GPU it belongs to, then the sample.
@@ -300,6 +304,12 @@ pub struct GpuHealth {
     pub xid_listening: bool,
     /// Why NVML gave nothing or less for this GPU.
     pub nvml_error: Option<String>,
+    /// NVML samples with a failed read (errors other than "not supported").
+    #[serde(default)]
+    pub sample_errors: u32,
+    /// The first such sample's failed reads, as "what: error; ...".
+    #[serde(default)]
+    pub sample_error: Option<String>,
     /// Why this GPU was not measured (no GPU for the rank, a failed context).
     pub error: Option<String>,
 }

@@ -769,6 +769,14 @@ fn errors(c: Criterion, r: &GpuReport, after: Option<&GpuReport>) -> Criterion {
             let why = g.nvml_error.as_deref().unwrap_or("NVML gave no event set");
             notes.push(format!("{}: XIDs not watched ({why})", gpu_name(g)));
         }
+        if g.sample_errors > 0 {
+            notes.push(format!(
+                "{}: {} NVML sample(s) with a failed read (first: {})",
+                gpu_name(g),
+                g.sample_errors,
+                g.sample_error.as_deref().unwrap_or("?")
+            ));
+        }
         for x in &g.xids {
             fails.push(format!(
                 "{}: XID {} at {}",
@@ -906,6 +914,8 @@ mod tests {
             xids: Vec::new(),
             xid_listening: true,
             nvml_error: None,
+            sample_errors: 0,
+            sample_error: None,
             error: None,
         }
     }
@@ -1095,6 +1105,20 @@ mod tests {
         assert_eq!(
             c.detail,
             "notes: node1 GPU 3: XIDs not watched (XID events not watched: Not Supported)"
+        );
+    }
+
+    #[test]
+    fn failed_nvml_sample_reads_are_counted_and_shown() {
+        let mut r = healthy();
+        r.gpus[1].sample_errors = 3;
+        r.gpus[1].sample_error = Some("SM clock: an unknown error occurred".into());
+        let cs = judged(&r);
+        let c = one(&cs, "gpu.errors");
+        assert_eq!(c.status, Status::Pass, "{c:#?}");
+        assert_eq!(
+            c.detail,
+            "notes: node1 GPU 1: 3 NVML sample(s) with a failed read (first: SM clock: an unknown error occurred)"
         );
     }
 

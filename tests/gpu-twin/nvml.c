@@ -17,7 +17,8 @@
  *
  *   TWIN_NVML_HEALTH="[rank=R:]gpu=N|all:key=value,...;..."
  *
- * keys: throttle (reason names joined by '+', or a bit mask), sm_mhz, temp_c, power_w,
+ * keys: clock_errors=N (the next N clock reads answer NVML_ERROR_UNKNOWN),
+ * throttle (reason names joined by '+', or a bit mask), sm_mhz, temp_c, power_w,
  * pcie_gen, pcie_width, pcie_max_gen, pcie_max_width, ecc_uncorrected_after,
  * ecc_corrected_after, rows_uncorrected_after (each counter reads N more after its first
  * read), remap_pending=1, remap_failure=1, xid=N (one XID event delivered once after
@@ -62,6 +63,7 @@ struct health {
   unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
   unsigned long long ecc_unc_after, ecc_corr_after, rows_unc_after;
   int remap_pending, remap_failure, events_unsupported;
+  int clock_errors; /* clock reads that answer NVML_ERROR_UNKNOWN, from the first on */
   unsigned long long xid;
   int ecc_reads[2][2]; /* [uncorrected?][aggregate?]: reads so far */
   int rows_reads;
@@ -385,6 +387,7 @@ static int set_key(struct health *h, const char *k, const char *v) {
   else if (!strcmp(k, "remap_failure")) h->remap_failure = n != 0;
   else if (!strcmp(k, "xid")) h->xid = n;
   else if (!strcmp(k, "events") && !strcmp(v, "unsupported")) h->events_unsupported = 1;
+  else if (!strcmp(k, "clock_errors")) h->clock_errors = (int)n;
   else return -1;
   return 0;
 }
@@ -458,6 +461,10 @@ API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned *mhz)
   DEV_OK(d);
   /* NVML_CLOCK_GRAPHICS 0, _SM 1, _MEM 2, _VIDEO 3 */
   if (type < 0 || type > 3) return NVML_ERROR_INVALID_ARGUMENT;
+  if (d->h.clock_errors > 0) {
+    d->h.clock_errors--;
+    return NVML_ERROR_UNKNOWN;
+  }
   return put_uint(mhz, type == 2 ? d->h.mem_mhz : type == 3 ? 1755 : d->h.sm_mhz);
 }
 
