@@ -442,6 +442,137 @@ mod tests {
         v
     }
 
+    /// Groups of the intra tier with these busbw values, one 16 MiB point each.
+    fn groups_of(bw: &[f64]) -> Vec<Point> {
+        bw.iter()
+            .enumerate()
+            .map(|(g, &b)| {
+                point(
+                    "intra",
+                    g,
+                    &format!("node{g}"),
+                    &[&format!("node{g}")],
+                    1 << 24,
+                    b,
+                )
+            })
+            .collect()
+    }
+
+    fn outliers(bw: &[f64]) -> Vec<bool> {
+        let pts = groups_of(bw);
+        let refs: Vec<&Point> = pts.iter().collect();
+        group_results(&refs, None, 0.8)
+            .0
+            .iter()
+            .map(|g| g.outlier)
+            .collect()
+    }
+
+    #[test]
+    fn of_two_groups_the_slower_is_an_outlier_only_when_clearly_below() {
+        // whichever of the two is slower
+        assert_eq!(outliers(&[5.0, 10.0]), vec![true, false]);
+        assert_eq!(outliers(&[10.0, 5.0]), vec![false, true]);
+        assert_eq!(outliers(&[10.0, 9.5]), vec![false, false]);
+        // at exactly the fraction: not below it
+        assert_eq!(outliers(&[8.0, 10.0]), vec![false, false]);
+        assert_eq!(outliers(&[0.0, 0.0]), vec![false, false]);
+    }
+
+    #[test]
+    fn of_three_groups_one_at_exactly_the_fraction_is_not_an_outlier() {
+        assert_eq!(outliers(&[8.0, 10.0, 10.0]), vec![false, false, false]);
+        assert_eq!(outliers(&[7.9, 10.0, 10.0]), vec![true, false, false]);
+        // nothing measured: every group at 1.0 of the (zero) median, not NaN
+        let pts = groups_of(&[0.0, 0.0, 0.0]);
+        let refs: Vec<&Point> = pts.iter().collect();
+        let (g, med) = group_results(&refs, None, 0.8);
+        assert_eq!(med, 0.0);
+        assert!(g.iter().all(|g| g.vs_median == 1.0 && !g.outlier), "{g:?}");
+    }
+
+    #[test]
+    fn in_place_points_are_judged_when_no_out_of_place_ones_exist() {
+        let mut pts = groups_of(&[10.0, 10.0]);
+        pts.iter_mut().for_each(|p| p.in_place = true);
+        let keys = judged_keys(&pts);
+        assert_eq!(keys.len(), 1);
+        assert!(keys[0].0 .4, "the in-place key");
+        // with both, only the out-of-place one
+        let mut both = groups_of(&[10.0, 10.0]);
+        both.extend(pts);
+        let keys = judged_keys(&both);
+        assert_eq!(keys.len(), 1);
+        assert!(!keys[0].0 .4);
+    }
+
+    fn pair_set(pairs: &[(usize, usize, f64)]) -> Vec<Point> {
+        pairs
+            .iter()
+            .enumerate()
+            .map(|(g, &(a, b, bw))| {
+                let (ha, hb) = (format!("node{a}"), format!("node{b}"));
+                point("pairs", g, &format!("{ha}+{hb}"), &[&ha, &hb], 1 << 24, bw)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn two_pairs_are_enough_to_name_a_slow_link_and_the_fraction_itself_is_not_slow() {
+        let rules = Rules::from(None, None, None);
+        let a = analyze(
+            &pair_set(&[(0, 1, 5.0), (2, 3, 10.0)]),
+            None,
+            &rules,
+            &hosts(4),
+        );
+        assert!(!a.pass);
+        assert!(
+            a.findings.iter().any(|f| f.subject == "node0+node1"),
+            "{:?}",
+            a.findings
+        );
+        // 8 against a median of 10: exactly 0.8, not below it
+        let pts = pair_set(&[(0, 1, 8.0), (2, 3, 10.0), (4, 5, 10.0)]);
+        let a = analyze(&pts, None, &rules, &hosts(6));
+        assert!(a.pass, "{:?}", a.findings);
+    }
+
+    #[test]
+    fn a_sick_fabric_gets_its_first_hundred_slow_links_named() {
+        // 40 nodes, every pair with (a + b) % 3 == 0 slow: 260 slow links, no node
+        // whose pairs are all slow.
+        let pts = pairs_points(40, |a, b| (a + b) % 3 == 0);
+        let a = analyze(&pts, None, &Rules::from(None, None, None), &hosts(40));
+        assert!(!a.pass);
+        assert!(a.outlier_nodes.is_empty(), "{:?}", a.outlier_nodes);
+        assert_eq!(a.findings.len(), 100);
+    }
+
+    #[test]
+    fn outlier_groups_say_what_to_suspect_by_tier() {
+        let rules = Rules::from(None, None, None);
+        for (tier, want) in [
+            ("intra", "suspect node0's intra-node links"),
+            ("rails", "suspect the NIC or switch port of node0"),
+            ("world", "suspect this group's slowest member"),
+        ] {
+            let pts: Vec<Point> = [2.0, 10.0, 10.0]
+                .iter()
+                .enumerate()
+                .map(|(g, &b)| {
+                    let h = format!("node{g}");
+                    point(tier, g, &h, &[&h], 1 << 24, b)
+                })
+                .collect();
+            let a = analyze(&pts, None, &rules, &hosts(3));
+            assert!(!a.pass, "{tier}");
+            let f = a.findings.iter().find(|f| f.subject == "node0").unwrap();
+            assert!(f.text.contains(want), "{tier}: {}", f.text);
+        }
+    }
+
     #[test]
     fn a_slow_node_is_named_from_its_pairs() {
         let pts = pairs_points(4, |a, b| a == 3 || b == 3);
