@@ -64,6 +64,11 @@ fn nvml_counts(dir: &Path) -> std::collections::BTreeMap<String, u64> {
 /// `mpirun -np 2 burnin gpu` (short) on a two-GPU twin with `health` as
 /// TWIN_NVML_HEALTH.
 fn gpu_run(health: &str) -> GpuRun {
+    gpu_run_burning(health, "1s")
+}
+
+/// [`gpu_run`] with a burn of `burn`.
+fn gpu_run_burning(health: &str, burn: &str) -> GpuRun {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let counts = dir.path().join("counts");
@@ -74,7 +79,7 @@ fn gpu_run(health: &str) -> GpuRun {
     c.arg(bin()).args([
         "gpu",
         "--burn",
-        "1s",
+        burn,
         "--copy-bytes",
         "64K",
         "--peer-bytes",
@@ -218,6 +223,48 @@ fn an_xid_fails_naming_the_gpu_and_its_host() {
     assert_eq!(xids.len(), 1, "{xids:?}");
     assert_eq!(xids[0]["xid"], 79);
     assert_eq!(r.report["gpus"][1]["xids"].as_array().unwrap().len(), 0);
+}
+
+/// A scripted timeline (`key=value@T`, T seconds after NVML's init): GPU 1 starts
+/// throttling with its clock dropped, has a row remapped and raises XID 79 half-way
+/// through a 3 s burn; GPU 0 stays well.
+#[test]
+fn a_gpu_that_turns_bad_half_way_through_the_burn_is_caught_and_named() {
+    let r = gpu_run_burning(
+        "gpu=1:throttle=hw_slowdown@1.5,sm_mhz=1200@1.5,rows_uncorrected_after=1@1.5,xid=79@1.5",
+        "3s",
+    );
+    assert_eq!(r.run.code, Some(1), "{}", r.run.all());
+    let gpus = r.report["gpus"].as_array().unwrap();
+    let share = gpus[1]["throttle"]["throttled_share"].as_f64().unwrap();
+    assert!(
+        share > 0.1 && share < 0.9,
+        "throttled only from mid-burn: {share}"
+    );
+    assert_eq!(gpus[0]["throttle"]["throttled_share"], 0.0);
+    let line = |p: &str| {
+        r.run
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(p))
+            .unwrap_or_else(|| panic!("no '{p}': {}", r.run.all()))
+            .to_string()
+    };
+    let t = line("# gpu.throttle FAIL: ");
+    assert!(
+        t.contains(&format!("{} GPU 1 throttled ", host())) && t.contains("(hw_slowdown "),
+        "{t}"
+    );
+    let e = line("# gpu.errors FAIL: ");
+    assert!(
+        e.contains(&format!(
+            "{} GPU 1: 1 row(s) newly remapped for uncorrected errors",
+            host()
+        )),
+        "{e}"
+    );
+    assert!(e.contains(&format!("{} GPU 1: XID 79 at ", host())), "{e}");
+    assert!(!e.contains("GPU 0"), "{e}");
 }
 
 #[test]

@@ -173,9 +173,11 @@ static void load(void) {
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
+static void apply_due(void); /* TWIN_NVML_HEALTH's changes that are due */
 #define DEV_OK(d)                                                               \
   do {                                                                          \
     if (!g_init) return NVML_ERROR_UNINITIALIZED;                               \
+    apply_due();                                                                \
     if (!(d) || (d) < g_gpus || (d) >= g_gpus + g_n) return NVML_ERROR_INVALID_ARGUMENT; \
   } while (0)
 
@@ -393,6 +395,41 @@ static int set_key(struct health *h, const char *k, const char *v) {
 }
 
 /* One "[rank=R:]gpu=N|all:key=value,..." item. */
+/* Changes that take effect later: "key=value@T" applies value T seconds after
+ * nvmlInit (a clock that drops mid-burn, a remap that begins during the run, an XID
+ * at a given second). */
+#define MAX_PENDING 64
+static struct {
+  int gpu; /* -1: all */
+  char key[32], value[64];
+  double at;
+  int done;
+} g_pending[MAX_PENDING];
+static int g_npending;
+static double g_t0;
+static pthread_mutex_t g_pending_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static double mono_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int set_key(struct health *h, const char *k, const char *v);
+
+static void apply_due(void) {
+  if (!g_npending) return;
+  double now = mono_s() - g_t0;
+  pthread_mutex_lock(&g_pending_mu);
+  for (int i = 0; i < g_npending; i++) {
+    if (g_pending[i].done || g_pending[i].at > now) continue;
+    g_pending[i].done = 1;
+    for (int g = 0; g < g_n; g++)
+      if (g_pending[i].gpu < 0 || g_pending[i].gpu == g) set_key(&g_gpus[g].h, g_pending[i].key, g_pending[i].value);
+  }
+  pthread_mutex_unlock(&g_pending_mu);
+}
+
 static void health_item(char *item) {
   int rank = -1, gpu = -1;
   char *p = item;
@@ -414,6 +451,21 @@ static void health_item(char *item) {
     char *eq = strchr(kv, '=');
     if (!eq) goto bad;
     *eq = 0;
+    char *at = strchr(eq + 1, '@');
+    if (at) {
+      *at = 0;
+      struct health probe = g_gpus[0].h;
+      if (g_npending >= MAX_PENDING || set_key(&probe, kv, eq + 1)) {
+        fprintf(stderr, "burnin-twin: TWIN_NVML_HEALTH: cannot use '%s=%s@%s'\n", kv, eq + 1, at + 1);
+        continue;
+      }
+      g_pending[g_npending].gpu = gpu;
+      snprintf(g_pending[g_npending].key, sizeof g_pending[0].key, "%s", kv);
+      snprintf(g_pending[g_npending].value, sizeof g_pending[0].value, "%s", eq + 1);
+      g_pending[g_npending].at = atof(at + 1);
+      g_npending++;
+      continue;
+    }
     for (int g = 0; g < g_n; g++)
       if ((gpu < 0 || gpu == g) && set_key(&g_gpus[g].h, kv, eq + 1)) {
         fprintf(stderr, "burnin-twin: TWIN_NVML_HEALTH: cannot use '%s=%s'\n", kv, eq + 1);
@@ -426,6 +478,8 @@ bad:
 }
 
 static void load_health(void) {
+  g_t0 = mono_s();
+  g_npending = 0;
   for (int g = 0; g < g_n; g++) {
     struct health *h = &g_gpus[g].h;
     memset(h, 0, sizeof *h);
@@ -592,6 +646,7 @@ API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, 
   COUNT(nvmlEventSetWait_v2);
   if (!g_init) return NVML_ERROR_UNINITIALIZED;
   if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
+  apply_due();
   for (int g = 0; g < g_n; g++) {
     if (!set->registered[g] || !g_gpus[g].h.xid || set->delivered[g]) continue;
     set->delivered[g] = 1;
