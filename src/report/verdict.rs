@@ -1094,3 +1094,329 @@ fn chaos_no_hang(data: &RunData, trials: &[ChaosTrial]) -> Criterion {
     };
     k
 }
+
+#[cfg(test)]
+mod tests {
+    //! The verdict on the report fixtures (two real runs of the simulated cluster,
+    //! healthy and with node3 shaped), and on copies of them changed one fact at a time.
+    use super::*;
+    use std::path::Path;
+
+    fn load(name: &str) -> RunData {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        RunData::load(&dir).unwrap()
+    }
+
+    fn get<'a>(cs: &'a [Criterion], id: &str) -> &'a Criterion {
+        cs.iter().find(|c| c.id == id).unwrap_or_else(|| {
+            let ids: Vec<&str> = cs.iter().map(|c| c.id.as_str()).collect();
+            panic!("no criterion {id} among {ids:?}")
+        })
+    }
+
+    fn status(cs: &[Criterion], id: &str) -> Status {
+        get(cs, id).status
+    }
+
+    const HEALTHY: [&str; 19] = [
+        "probe.ran",
+        "probe.nodes",
+        "probe.ranks_per_node",
+        "sweep.complete",
+        "sweep.busbw.inter",
+        "sweep.expected.world",
+        "sweep.expected.inter",
+        "sweep.expected.rails",
+        "sweep.expected.pairs",
+        "sweep.no_outlier",
+        "sweep.zero_wrong",
+        "train.completes",
+        "train.ckpt_write",
+        "train.resume_parity",
+        "chaos.ran",
+        "chaos.detect",
+        "chaos.recovery",
+        "chaos.parity",
+        "chaos.no_hang",
+    ];
+
+    #[test]
+    fn the_healthy_run_passes_every_criterion_of_its_card_in_order() {
+        let cs = judge(&load("sim-healthy"));
+        let ids: Vec<&str> = cs.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, HEALTHY);
+        for c in &cs {
+            assert_eq!(c.status, Status::Pass, "{c:?}");
+        }
+        assert_eq!(get(&cs, "probe.nodes").measured, "4");
+        assert_eq!(
+            get(&cs, "probe.ranks_per_node").measured,
+            "2 on all 4 node(s)"
+        );
+        assert_eq!(get(&cs, "sweep.complete").measured, "30 point(s), finished");
+        assert_eq!(
+            get(&cs, "sweep.zero_wrong").measured,
+            "0 wrong in 30 checked point(s)"
+        );
+        assert_eq!(
+            get(&cs, "train.completes").measured,
+            "10 step(s), replicas agree"
+        );
+        assert_eq!(
+            get(&cs, "train.resume_parity").measured,
+            "resumed at step 5: weights and 5 loss(es) identical"
+        );
+        assert_eq!(get(&cs, "chaos.ran").measured, "1 trial(s)");
+        assert_eq!(get(&cs, "chaos.parity").measured, "identical in 1 trial(s)");
+        assert_eq!(get(&cs, "chaos.no_hang").measured, "0 of 1 hung");
+        assert_eq!(get(&cs, "chaos.detect").threshold, "≤ 10 s");
+    }
+
+    #[test]
+    fn the_shaped_run_fails_its_slow_tiers_names_node3_and_leaves_the_rest_not_run() {
+        let cs = judge(&load("sim-shaped"));
+        let want = [
+            ("probe.ran", Status::Pass),
+            ("probe.nodes", Status::Pass),
+            ("probe.ranks_per_node", Status::Pass),
+            ("sweep.complete", Status::Pass),
+            ("sweep.busbw.inter", Status::Fail),
+            ("sweep.expected.world", Status::Fail),
+            ("sweep.expected.intra", Status::Pass),
+            ("sweep.expected.inter", Status::Fail),
+            ("sweep.expected.rails", Status::Fail),
+            ("sweep.expected.pairs", Status::Fail),
+            ("sweep.no_outlier", Status::Fail),
+            ("sweep.zero_wrong", Status::Pass),
+            ("train.completes", Status::NotRun),
+            ("train.ckpt_write", Status::NotRun),
+            ("train.resume_parity", Status::NotRun),
+            ("chaos.ran", Status::NotRun),
+            ("chaos.detect", Status::NotRun),
+            ("chaos.recovery", Status::NotRun),
+            ("chaos.no_hang", Status::NotRun),
+        ];
+        let got: Vec<(&str, Status)> = cs.iter().map(|c| (c.id.as_str(), c.status)).collect();
+        assert_eq!(got, want);
+        assert_eq!(get(&cs, "sweep.no_outlier").measured, "outlier: node3");
+        assert_eq!(
+            get(&cs, "sweep.busbw.inter").measured,
+            "0.030 GB/s (inter at 16MiB)"
+        );
+        assert_eq!(get(&cs, "train.completes").measured, "-");
+    }
+
+    #[test]
+    fn a_crashed_job_fails_its_criteria_and_a_missing_one_is_not_run_with_the_reason() {
+        let mut d = load("sim-healthy");
+        let acc = d.acceptance.as_mut().unwrap();
+        let j = acc.jobs.iter_mut().find(|j| j.name == "train").unwrap();
+        j.status = JobStatus::Crashed;
+        acc.jobs.retain(|j| j.name != "chaos");
+        let cs = judge(&d);
+        let c = get(&cs, "train.completes");
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.detail.starts_with("train: "), "{c:?}");
+        // What it measured is still shown.
+        assert_eq!(c.measured, "10 step(s), replicas agree");
+        assert_eq!(status(&cs, "train.ckpt_write"), Status::Fail);
+        let c = get(&cs, "chaos.ran");
+        assert_eq!((c.status, c.measured.as_str()), (Status::NotRun, "-"));
+        assert_eq!(c.detail, "the run ended before this phase");
+        // Not selected at all: said so.
+        d.acceptance
+            .as_mut()
+            .unwrap()
+            .phases_selected
+            .retain(|p| p != "chaos");
+        let cs = judge(&d);
+        assert_eq!(get(&cs, "chaos.no_hang").detail, "not selected (--phases)");
+        // A skipped job is not run; a timed-out one fails.
+        let mut d = load("sim-healthy");
+        let acc = d.acceptance.as_mut().unwrap();
+        acc.jobs
+            .iter_mut()
+            .find(|j| j.name == "probe")
+            .unwrap()
+            .status = JobStatus::Skipped;
+        acc.jobs
+            .iter_mut()
+            .find(|j| j.name == "sweep")
+            .unwrap()
+            .status = JobStatus::TimedOut;
+        let cs = judge(&d);
+        assert_eq!(status(&cs, "probe.nodes"), Status::NotRun);
+        assert_eq!(status(&cs, "sweep.zero_wrong"), Status::Fail);
+        assert_eq!(status(&cs, "train.completes"), Status::Pass);
+    }
+
+    #[test]
+    fn wrong_elements_fail_the_zero_wrong_criterion() {
+        let mut d = load("sim-healthy");
+        let s = d.sweep.as_mut().unwrap();
+        s.points[3].wrong = Some(3);
+        if let Some(r) = s.report.as_mut() {
+            r.points[3].wrong = Some(3);
+        }
+        let cs = judge(&d);
+        let c = get(&cs, "sweep.zero_wrong");
+        assert_eq!(c.status, Status::Fail, "{c:?}");
+        assert!(c.measured.starts_with("3 wrong"), "{c:?}");
+        assert_eq!(status(&cs, "sweep.complete"), Status::Pass);
+    }
+
+    #[test]
+    fn training_that_disagrees_stops_short_or_does_not_resume_fails() {
+        let base = load("sim-healthy");
+        let mut d = base.clone();
+        d.train
+            .as_mut()
+            .unwrap()
+            .run
+            .as_mut()
+            .unwrap()
+            .replicas_agree = false;
+        let cs = judge(&d);
+        let c = get(&cs, "train.completes");
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Fail, "10 step(s), replicas DIFFER")
+        );
+
+        let mut d = base.clone();
+        let r = d.train.as_mut().unwrap().run.as_mut().unwrap();
+        r.problems.push("loss is NaN at step 4".into());
+        let c = judge(&d)
+            .into_iter()
+            .find(|c| c.id == "train.completes")
+            .unwrap();
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(c.detail, "loss is NaN at step 4");
+        assert!(c.measured.ends_with(", 1 problem(s)"), "{c:?}");
+
+        let mut d = base.clone();
+        d.train.as_mut().unwrap().run.as_mut().unwrap().last_step = 9;
+        assert_eq!(status(&judge(&d), "train.completes"), Status::Fail);
+
+        // One resumed loss one bit off: parity fails, naming the losses.
+        let mut d = base.clone();
+        let r = d.train_resume.as_mut().unwrap().run.as_mut().unwrap();
+        let l = r.losses.last_mut().unwrap();
+        *l = f64::from_bits(l.to_bits() ^ 1);
+        let c = judge(&d)
+            .into_iter()
+            .find(|c| c.id == "train.resume_parity")
+            .unwrap();
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(
+            c.measured,
+            "resumed at step 5: weights identical, losses DIFFER"
+        );
+
+        let mut d = base.clone();
+        d.train_resume
+            .as_mut()
+            .unwrap()
+            .run
+            .as_mut()
+            .unwrap()
+            .final_weights_sha256 = "0".into();
+        let c = judge(&d)
+            .into_iter()
+            .find(|c| c.id == "train.resume_parity")
+            .unwrap();
+        assert_eq!(
+            c.measured,
+            "resumed at step 5: weights DIFFER, losses identical"
+        );
+
+        let mut d = base;
+        d.train_resume
+            .as_mut()
+            .unwrap()
+            .run
+            .as_mut()
+            .unwrap()
+            .resumed = None;
+        let c = judge(&d)
+            .into_iter()
+            .find(|c| c.id == "train.resume_parity")
+            .unwrap();
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(
+            c.measured,
+            "the second run did not resume from a checkpoint"
+        );
+    }
+
+    #[test]
+    fn chaos_times_parity_and_hangs_are_judged_against_the_card() {
+        let base = load("sim-healthy");
+        let detect = |d: &RunData| get(&judge(d), "chaos.detect").clone();
+        let mut d = base.clone();
+        d.chaos.as_mut().unwrap().trials[0].detect_s = Some(10.0);
+        assert_eq!(detect(&d).status, Status::Pass, "the ceiling itself passes");
+        d.chaos.as_mut().unwrap().trials[0].detect_s = Some(10.5);
+        let c = detect(&d);
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Fail, "10.50 s (trial 1)")
+        );
+        d.chaos.as_mut().unwrap().trials[0].detect_s = None;
+        assert_eq!(detect(&d).measured, "not measured");
+        assert_eq!(detect(&d).status, Status::Fail);
+
+        // A second trial without a recovery time: the worst measured one is shown,
+        // and the missing one fails the criterion.
+        let mut d = base.clone();
+        let mut t = d.chaos.as_ref().unwrap().trials[0].clone();
+        t.index = 1;
+        t.recovery_s = None;
+        d.chaos.as_mut().unwrap().trials.push(t);
+        let c = get(&judge(&d), "chaos.recovery").clone();
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(c.detail, "1 trial(s) without this measurement");
+        assert!(c.measured.ends_with("(trial 1)"), "{c:?}");
+
+        let mut d = base.clone();
+        d.chaos.as_mut().unwrap().trials[0].parity = Some(false);
+        let c = get(&judge(&d), "chaos.parity").clone();
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Fail, "differs: trial 1")
+        );
+        d.chaos.as_mut().unwrap().trials[0].parity = None;
+        let c = get(&judge(&d), "chaos.parity").clone();
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Fail, "1 trial(s) without a parity check")
+        );
+
+        let mut d = base.clone();
+        d.chaos.as_mut().unwrap().trials[0].hung = Some(true);
+        let c = get(&judge(&d), "chaos.no_hang").clone();
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.measured.starts_with("1 hung: trial 1 ("), "{c:?}");
+
+        let mut d = base;
+        d.chaos.as_mut().unwrap().trials.clear();
+        let cs = judge(&d);
+        assert_eq!(get(&cs, "chaos.ran").measured, "0 trial(s)");
+        assert_eq!(status(&cs, "chaos.ran"), Status::Fail);
+        assert_eq!(status(&cs, "chaos.no_hang"), Status::Fail);
+        assert_eq!(get(&cs, "chaos.no_hang").measured, "no data");
+    }
+
+    #[test]
+    fn a_bare_sweep_folder_is_judged_by_the_defaults() {
+        let mut d = load("sim-shaped");
+        d.acceptance = None;
+        let cs = judge(&d);
+        assert!(cs.iter().all(|c| c.phase == "sweep"), "{cs:?}");
+        assert_eq!(status(&cs, "sweep.zero_wrong"), Status::Pass);
+        assert_eq!(status(&cs, "sweep.no_outlier"), Status::Fail);
+        assert_eq!(get(&cs, "sweep.no_outlier").measured, "outlier: node3");
+    }
+}
