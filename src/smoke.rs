@@ -455,6 +455,7 @@ fn all_reduce_once(be: &dyn backend::Backend, world: &World, kind: BackendKind) 
     let ctx = WaitCtx {
         what: format!("smoke: {} over {} ranks", call.describe(), world.size),
         deadline: STEP_LIMIT,
+        barrier: false,
     };
     let times = be.run_timed(
         &call,

@@ -241,6 +241,52 @@ fn cuda_12_drivers_run_and_an_older_one_is_refused_in_one_line() {
 }
 
 #[test]
+fn osu_timing_runs_every_collective_on_twin_gpus_with_a_barrier_per_iteration() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let r = on_twin(
+        "sweep-osu-timing",
+        2,
+        &[
+            "sweep",
+            "--backend",
+            "nccl",
+            "--tiers",
+            "world",
+            "-c",
+            "all",
+            "-b",
+            "4K",
+            "-e",
+            "64K",
+            "-f",
+            "16",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--timing",
+            "osu",
+            "--out",
+            s(&out),
+        ],
+        &[("TWIN_GPUS", "2")],
+        Duration::from_secs(120),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let run = json(&out.join("run.json"));
+    assert_eq!(run["plan"]["timing"], "osu");
+    let points = run["points"].as_array().unwrap();
+    // 7 collectives x 2 sizes x 2 placements.
+    assert_eq!(points.len(), 28, "{}", r.all());
+    for p in points {
+        assert_eq!(p["iterations"], 3, "{p}");
+        assert_eq!(p["wrong"], 0, "{p}");
+    }
+}
+
+#[test]
 fn every_collective_type_and_op_is_right_on_three_twin_gpus() {
     let _s = Scenario;
     let dir = tempfile::tempdir().unwrap();

@@ -172,3 +172,47 @@ fn a_sweep_killed_halfway_leaves_whole_jsonl_lines() {
         "run.json is written only when the sweep completes"
     );
 }
+
+/// `--timing osu` (a barrier after every timed iteration) runs every collective to
+/// the same checked results and says in run.json which method timed it.
+#[test]
+fn osu_timing_checks_every_collective_and_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let r = mpirun(
+        3,
+        &[
+            "sweep",
+            "--backend",
+            "mpi",
+            "-c",
+            "all",
+            "-b",
+            "3K",
+            "-e",
+            "48K",
+            "-f",
+            "4",
+            "-n",
+            "7",
+            "-w",
+            "2",
+            "--timing",
+            "osu",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["plan"]["timing"], "osu");
+    let points = run["points"].as_array().unwrap();
+    // 7 collectives × 3 sizes × 2 placements.
+    assert_eq!(points.len(), 42, "{}", r.all());
+    for p in points {
+        assert_eq!(p["iterations"], 7, "{p}");
+        assert_eq!(p["wrong"], 0, "{p}");
+    }
+}

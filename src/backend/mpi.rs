@@ -502,6 +502,13 @@ impl Backend for MpiBackend {
             let t0 = Instant::now();
             self.launch(call, at)?;
             times.push(t0.elapsed().as_secs_f64());
+            if ctx.barrier {
+                // SAFETY: `comm` is a live communicator of this group.
+                let rc = unsafe { ffi::MPI_Barrier(self.comm.as_raw()) };
+                if rc != 0 {
+                    bail!("MPI error {rc} in the barrier after {}", call.describe());
+                }
+            }
         }
         Ok(times)
     }

@@ -28,6 +28,30 @@ pub enum Sampling {
     },
 }
 
+/// What lies between two timed iterations (`--timing`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// Back to back, as nccl-tests runs them: a rank starts its next call as soon as
+    /// its part of the last one is done (burnin's default).
+    #[default]
+    Batch,
+    /// A barrier after every iteration, outside the timed call: the OSU
+    /// micro-benchmarks' method, so each call starts with every rank at the line.
+    Osu,
+}
+
+impl Timing {
+    /// `--timing`'s value.
+    pub fn parse(s: &str) -> Option<Timing> {
+        match s {
+            "batch" | "nccl-tests" => Some(Timing::Batch),
+            "osu" | "barrier" => Some(Timing::Osu),
+            _ => None,
+        }
+    }
+}
+
 /// A validated sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Plan {
@@ -50,6 +74,9 @@ pub struct Plan {
     pub combine: Combine,
     /// How many timed iterations each point runs.
     pub sampling: Sampling,
+    /// What lies between timed iterations (runs before this field: batch).
+    #[serde(default)]
+    pub timing: Timing,
 }
 
 /// One measured (collective, type, op, size, placement) on one group of ranks.

@@ -50,6 +50,11 @@ pub struct SweepArgs {
     /// 2 min, 3 max (the slowest rank; burnin's default).
     #[arg(short = 'a', long = "average", default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub average: u8,
+    /// What lies between timed iterations: batch (back to back, nccl-tests' method)
+    /// or osu (a barrier after every iteration, outside the timed call: the OSU
+    /// micro-benchmarks' method, for comparing with their numbers).
+    #[arg(long, default_value = "batch", value_name = "METHOD")]
+    pub timing: String,
     /// Which buffer placements to run: out (separate send/recv), in (in-place), or both.
     #[arg(long, default_value = "out,in", value_name = "LIST")]
     pub placement: String,

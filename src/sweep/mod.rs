@@ -18,7 +18,9 @@ use crate::kinds::TierKind;
 use crate::kinds::{CollKind, Dtype, RedOp};
 use crate::results::analysis::Analysis;
 use crate::results::provenance::Provenance;
-use crate::results::sweep::{FindSlow, Plan, Point, Sampling, Soak, SweepReport, SCHEMA_VERSION};
+use crate::results::sweep::{
+    FindSlow, Plan, Point, Sampling, Soak, SweepReport, Timing, SCHEMA_VERSION,
+};
 use crate::results::{self, Jsonl};
 use crate::stats::{self, Combine, TimeStats};
 use crate::topology;
@@ -148,6 +150,15 @@ pub fn plan(
     }
     check_sizes(&sizes, &lists, n, kind)?;
     let sampling = sampling_of(args)?;
+    let Some(timing) = Timing::parse(&args.timing) else {
+        return Err(usage(
+            "--timing",
+            format!(
+                "unknown method {:?} (batch: back to back as nccl-tests; osu: a barrier after every iteration)",
+                args.timing
+            ),
+        ));
+    };
     Ok(Plan {
         collectives: lists.collectives,
         dtypes: lists.dtypes,
@@ -158,6 +169,7 @@ pub fn plan(
         check: args.check == 1,
         combine: Combine::from_flag(args.average),
         sampling,
+        timing,
     })
 }
 
@@ -470,6 +482,7 @@ pub fn measure(
             group.members
         ),
         deadline: timeout,
+        barrier: plan.timing == Timing::Osu,
     };
     let one = OnePoint {
         be,
@@ -1519,5 +1532,26 @@ mod tests {
                 iters: 20
             }
         );
+    }
+
+    #[test]
+    fn timing_method_is_batch_unless_asked_and_names_its_flag() {
+        let any = |_: Dtype| true;
+        let p = plan(&args(&[]), 2, BackendKind::Mpi, any).unwrap();
+        assert_eq!(p.timing, Timing::Batch);
+        let p = plan(&args(&["--timing", "osu"]), 2, BackendKind::Mpi, any).unwrap();
+        assert_eq!(p.timing, Timing::Osu);
+        let p = plan(&args(&["--timing", "nccl-tests"]), 2, BackendKind::Mpi, any).unwrap();
+        assert_eq!(p.timing, Timing::Batch);
+        let e = format!(
+            "{:#}",
+            plan(&args(&["--timing", "fast"]), 2, BackendKind::Mpi, any).unwrap_err()
+        );
+        assert!(e.contains("--timing") && e.contains("\"fast\""), "{e}");
+        // A run.json written before the field reads as batch.
+        let mut v = serde_json::to_value(&p).unwrap();
+        v.as_object_mut().unwrap().remove("timing");
+        let old: Plan = serde_json::from_value(v).unwrap();
+        assert_eq!(old.timing, Timing::Batch);
     }
 }

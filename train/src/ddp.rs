@@ -300,6 +300,7 @@ impl Ddp {
                     call.describe()
                 ),
                 deadline: self.deadline,
+                barrier: false,
             };
             let t = Instant::now();
             let took = self

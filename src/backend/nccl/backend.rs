@@ -37,7 +37,7 @@ use crate::units::Bytes;
 use crate::watchdog::Watchdog;
 use anyhow::{anyhow, bail, Result};
 use cudarc::driver::{result, sys, DriverError};
-use mpi::collective::Root;
+use mpi::collective::{CommunicatorCollectives, Root};
 use mpi::topology::{Communicator, SimpleCommunicator};
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_int, c_void};
@@ -863,6 +863,11 @@ impl Backend for NcclBackend {
             // SAFETY: as above.
             unsafe { self.device.record(events[2 * i + 1]) }
                 .map_err(|e| cuda_error("recording a timing event", e))?;
+            if ctx.barrier {
+                // --timing osu: every rank's call is done before any starts the next.
+                self.wait(Until::StreamIdle, &ctx.what, ctx.deadline, since)?;
+                self.control().barrier();
+            }
         }
         self.wait(Until::StreamIdle, &ctx.what, ctx.deadline, since)?;
         let mut times = Vec::with_capacity(iters);

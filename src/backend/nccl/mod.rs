@@ -295,6 +295,7 @@ mod gpu_tests {
         let ctx = WaitCtx {
             what: "all_reduce 4MiB f32 sum (gpu test)".into(),
             deadline: Duration::from_secs(60),
+            barrier: false,
         };
         let times = be
             .run_timed(
@@ -338,6 +339,7 @@ mod gpu_tests {
                 warmup: 1,
                 iters: 3,
             },
+            timing: Default::default(),
         };
         let group = GroupInfo {
             tier: crate::kinds::TierKind::World,
