@@ -1410,6 +1410,141 @@ mod tests {
     }
 
     #[test]
+    fn probe_counts_nodes_ranks_and_gpu_models() {
+        let base = load("sim-healthy");
+        let nodes = |d: &mut RunData| {
+            let r = d.sweep.as_mut().unwrap().report.as_mut().unwrap();
+            std::mem::take(&mut r.provenance.nodes)
+        };
+        let put = |d: &mut RunData, n| {
+            d.sweep
+                .as_mut()
+                .unwrap()
+                .report
+                .as_mut()
+                .unwrap()
+                .provenance
+                .nodes = n;
+        };
+        let mut d = base.clone();
+        let mut n = nodes(&mut d);
+        n.pop();
+        put(&mut d, n);
+        let cs = judge(&d);
+        let c = get(&cs, "probe.nodes");
+        assert_eq!((c.status, c.measured.as_str()), (Status::Fail, "3"));
+        assert_eq!(get(&cs, "probe.ran").measured, "8 rank(s) on 3 node(s)");
+        assert_eq!(
+            get(&cs, "probe.ranks_per_node").measured,
+            "2 on all 3 node(s)"
+        );
+
+        let mut d = base.clone();
+        let mut n = nodes(&mut d);
+        n[3].ranks.pop();
+        let host = n[3].host.clone();
+        put(&mut d, n);
+        let c = get(&judge(&d), "probe.ranks_per_node").clone();
+        assert_eq!((c.status, c.measured), (Status::Fail, format!("{host}: 1")));
+
+        let mut d = base.clone();
+        let card = &mut d.acceptance.as_mut().unwrap().card;
+        card.probe.as_mut().unwrap().criteria.gpu_model = Some("H100".into());
+        let c = get(&judge(&d), "probe.gpu_model").clone();
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Fail, "0/8 rank(s) match")
+        );
+        assert!(
+            c.detail.starts_with("first mismatch: rank 0 (") && c.detail.ends_with("): no GPU")
+        );
+        let rows = d.probe.as_mut().unwrap();
+        for r in rows.iter_mut() {
+            r.gpu = Some("NVIDIA H100 80GB HBM3".into());
+        }
+        rows[5].gpu = Some("NVIDIA A100-SXM4-80GB".into());
+        let host5 = rows[5].host.clone();
+        let c = get(&judge(&d), "probe.gpu_model").clone();
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Fail, "7/8 rank(s) match")
+        );
+        assert_eq!(
+            c.detail,
+            format!("first mismatch: rank 5 ({host5}): NVIDIA A100-SXM4-80GB")
+        );
+        d.probe.as_mut().unwrap()[5].gpu = Some("NVIDIA H100 80GB HBM3".into());
+        let c = get(&judge(&d), "probe.gpu_model").clone();
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Pass, "8/8 rank(s) match")
+        );
+
+        // No probe.json: nothing measured, nothing passes.
+        let mut d = base;
+        d.probe = None;
+        let cs = judge(&d);
+        for id in ["probe.ran", "probe.nodes", "probe.ranks_per_node"] {
+            let c = get(&cs, id);
+            assert_eq!(
+                (c.status, c.measured.as_str()),
+                (Status::Fail, "no data"),
+                "{id}"
+            );
+        }
+    }
+
+    #[test]
+    fn training_thresholds_of_the_card_are_inclusive_and_say_what_is_missing() {
+        let base = load("sim-healthy");
+        let with = |f: &dyn Fn(&mut TrainCriteria)| {
+            let mut d = base.clone();
+            let card = &mut d.acceptance.as_mut().unwrap().card;
+            f(&mut card.train.as_mut().unwrap().criteria);
+            judge(&d)
+        };
+        // The fixture's median step: 82.051071 ms; checkpoint writes 0.3587 GB/s.
+        let cs = with(&|c| c.max_step_p50_ms = Some(82.06));
+        let c = get(&cs, "train.step_p50");
+        assert_eq!((c.status, c.measured.as_str()), (Status::Pass, "82.05 ms"));
+        let cs = with(&|c| c.max_step_p50_ms = Some(82.0));
+        assert_eq!(status(&cs, "train.step_p50"), Status::Fail);
+        let cs = with(&|c| c.min_ckpt_write_gbps = Some(0.36));
+        let c = get(&cs, "train.ckpt_write");
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Fail, "0.359 GB/s")
+        );
+        let cs = with(&|c| c.min_ckpt_write_gbps = Some(0.358));
+        assert_eq!(status(&cs, "train.ckpt_write"), Status::Pass);
+        // This fixture's training recorded no all-reduce times: not judged, and said.
+        let cs = with(&|c| c.min_comm_efficiency = Some(0.5));
+        let c = get(&cs, "train.comm_efficiency");
+        assert_eq!((c.status, c.measured.as_str()), (Status::Fail, "no data"));
+        assert_eq!(
+            c.detail,
+            "the training recorded no gradient all-reduce times"
+        );
+        // Without the resumed pair's jobs, resume parity is not run.
+        let mut d = base.clone();
+        d.acceptance
+            .as_mut()
+            .unwrap()
+            .jobs
+            .retain(|j| j.name != "train-resume");
+        let c = get(&judge(&d), "train.resume_parity").clone();
+        assert_eq!(c.status, Status::NotRun);
+        let mut d = base;
+        let acc = d.acceptance.as_mut().unwrap();
+        acc.jobs
+            .iter_mut()
+            .find(|j| j.name == "train-part")
+            .unwrap()
+            .status = JobStatus::Crashed;
+        assert_eq!(status(&judge(&d), "train.resume_parity"), Status::Fail);
+    }
+
+    #[test]
     fn a_bare_sweep_folder_is_judged_by_the_defaults() {
         let mut d = load("sim-shaped");
         d.acceptance = None;
@@ -1418,5 +1553,34 @@ mod tests {
         assert_eq!(status(&cs, "sweep.zero_wrong"), Status::Pass);
         assert_eq!(status(&cs, "sweep.no_outlier"), Status::Fail);
         assert_eq!(get(&cs, "sweep.no_outlier").measured, "outlier: node3");
+        // The topology's own min_fraction (0.6 in sim-4node), not the card's 50%.
+        let c = get(&cs, "sweep.expected.world");
+        assert_eq!(c.threshold, "≥ 60% of 0.120 GB/s");
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Fail, "35% (0.042 GB/s, world)")
+        );
+        assert_eq!(status(&cs, "sweep.expected.intra"), Status::Pass);
+        let ids: Vec<&str> = cs.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "sweep.complete",
+                "sweep.expected.world",
+                "sweep.expected.intra",
+                "sweep.expected.inter",
+                "sweep.expected.rails",
+                "sweep.expected.pairs",
+                "sweep.no_outlier",
+                "sweep.zero_wrong"
+            ]
+        );
+        // A bare folder with a training: judged on completion only, no resume parity.
+        let mut d = load("sim-healthy");
+        d.acceptance = None;
+        let cs = judge(&d);
+        assert_eq!(status(&cs, "train.completes"), Status::Pass);
+        assert!(cs.iter().all(|c| c.id != "train.resume_parity"), "{cs:?}");
+        assert_eq!(get(&cs, "train.completes").threshold, "no problem");
     }
 }
