@@ -1172,6 +1172,12 @@ mod tests {
         assert_eq!(get(&cs, "chaos.parity").measured, "identical in 1 trial(s)");
         assert_eq!(get(&cs, "chaos.no_hang").measured, "0 of 1 hung");
         assert_eq!(get(&cs, "chaos.detect").threshold, "≤ 10 s");
+        for c in &cs {
+            assert_eq!(
+                c.detail, "",
+                "a passing criterion with nothing to add: {c:?}"
+            );
+        }
     }
 
     #[test]
@@ -1542,6 +1548,116 @@ mod tests {
             .unwrap()
             .status = JobStatus::Crashed;
         assert_eq!(status(&judge(&d), "train.resume_parity"), Status::Fail);
+    }
+
+    #[test]
+    fn comm_efficiency_compares_the_training_bucket_with_the_sweep_at_its_size() {
+        // The fixture's world all_reduce (out of place): 4 MiB 0.1333, 8 MiB 0.08296,
+        // 16 MiB 0.1075 GB/s.
+        let sweep_8m = 0.082_962_963_431_820_12;
+        let judge_with = |bytes: u64, busbw: f64, floor: f64, no_sweep: bool| {
+            let mut d = load("sim-healthy");
+            d.acceptance
+                .as_mut()
+                .unwrap()
+                .card
+                .train
+                .as_mut()
+                .unwrap()
+                .criteria
+                .min_comm_efficiency = Some(floor);
+            d.train.as_mut().unwrap().run.as_mut().unwrap().allreduce = vec![
+                crate::results::comm::BucketComm {
+                    bytes: 1 << 20,
+                    buckets: 1,
+                    samples: 10,
+                    time_p50_s: 0.01,
+                    algbw_gbps: 0.5,
+                    busbw_gbps: 0.9,
+                },
+                crate::results::comm::BucketComm {
+                    bytes,
+                    buckets: 3,
+                    samples: 30,
+                    time_p50_s: 0.1,
+                    algbw_gbps: busbw / 1.75,
+                    busbw_gbps: busbw,
+                },
+            ];
+            if no_sweep {
+                d.sweep = None;
+            }
+            get(&judge(&d), "train.comm_efficiency").clone()
+        };
+        // The most frequent bucket (3 per step), at a size the sweep measured.
+        let c = judge_with(8 << 20, sweep_8m / 2.0, 0.5, false);
+        assert_eq!(
+            (c.status, c.measured.as_str()),
+            (Status::Pass, "0.50 (0.041 / 0.083 GB/s at 8MiB)")
+        );
+        assert_eq!(c.detail, "");
+        assert_eq!(
+            judge_with(8 << 20, sweep_8m / 2.0, 0.5001, false).status,
+            Status::Fail
+        );
+        // Between two sizes: interpolated in log size, and said.
+        let c = judge_with(6 << 20, 0.2, 0.5, false);
+        assert_eq!(c.detail, "sweep busbw interpolated between 4MiB and 8MiB");
+        assert_eq!(c.status, Status::Pass);
+        // Beyond the sweep's sizes, or without the sweep: not judged, and said why.
+        let c = judge_with(32 << 20, 0.2, 0.5, false);
+        assert_eq!(c.status, Status::Fail);
+        assert_eq!(
+            c.detail,
+            "the sweep's world all_reduce sizes do not reach the bucket size 32MiB"
+        );
+        let c = judge_with(8 << 20, 0.2, 0.5, true);
+        assert_eq!(
+            (c.status, c.detail.as_str()),
+            (Status::Fail, "needs the sweep phase")
+        );
+    }
+
+    #[test]
+    fn an_rdma_topology_turns_the_nccl_transport_criterion_on() {
+        for (kind, on) in [
+            ("InfiniBand", true),
+            ("ib", true),
+            ("RoCE", true),
+            ("efa", true),
+            ("Slingshot", true),
+            ("cxi", true),
+            ("veth", false),
+            ("ethernet", false),
+        ] {
+            let mut d = load("sim-healthy");
+            let t = d.acceptance.as_mut().unwrap().topology.as_mut().unwrap();
+            t.inter.as_mut().unwrap().nic_kind = Some(kind.into());
+            assert_eq!(declares_rdma(d.topology()), on, "{kind}");
+            let cs = judge(&d);
+            let ids: Vec<&str> = cs.iter().map(|c| c.id.as_str()).collect();
+            assert_eq!(ids.contains(&"sweep.nccl_transport"), on, "{kind}: {ids:?}");
+            if on {
+                // Placed before the wrong-elements criterion, and never a pass for an
+                // MPI sweep that recorded no NCCL transport.
+                let at = ids
+                    .iter()
+                    .position(|i| *i == "sweep.nccl_transport")
+                    .unwrap();
+                assert_eq!(ids[at + 1], "sweep.zero_wrong");
+                assert_ne!(cs[at].status, Status::Pass, "{:?}", cs[at]);
+            }
+        }
+        assert!(!declares_rdma(None));
+        // The card can ask for it on any fabric.
+        let mut d = load("sim-healthy");
+        let card = &mut d.acceptance.as_mut().unwrap().card;
+        card.sweep
+            .as_mut()
+            .unwrap()
+            .criteria
+            .nccl_transport_required = Some(true);
+        assert!(judge(&d).iter().any(|c| c.id == "sweep.nccl_transport"));
     }
 
     #[test]
