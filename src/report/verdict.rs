@@ -1172,6 +1172,10 @@ mod tests {
         assert_eq!(get(&cs, "chaos.parity").measured, "identical in 1 trial(s)");
         assert_eq!(get(&cs, "chaos.no_hang").measured, "0 of 1 hung");
         assert_eq!(get(&cs, "chaos.detect").threshold, "≤ 10 s");
+        assert_eq!(
+            get(&cs, "sweep.no_outlier").measured,
+            "none among 2 rails groups, 6 pairs groups"
+        );
         for c in &cs {
             assert_eq!(
                 c.detail, "",
@@ -1270,6 +1274,11 @@ mod tests {
         let c = get(&cs, "sweep.zero_wrong");
         assert_eq!(c.status, Status::Fail, "{c:?}");
         assert!(c.measured.starts_with("3 wrong"), "{c:?}");
+        let p = &d.sweep.as_ref().unwrap().points[3];
+        assert!(
+            c.detail.starts_with(&format!("first: {} ", p.collective)),
+            "{c:?}"
+        );
         assert_eq!(status(&cs, "sweep.complete"), Status::Pass);
     }
 
@@ -1372,6 +1381,8 @@ mod tests {
         );
         d.chaos.as_mut().unwrap().trials[0].detect_s = None;
         assert_eq!(detect(&d).measured, "not measured");
+        // The trial's detect event is still there: it did not hang.
+        assert_eq!(status(&judge(&d), "chaos.no_hang"), Status::Pass);
         assert_eq!(detect(&d).status, Status::Fail);
 
         // A second trial without a recovery time: the worst measured one is shown,
@@ -1413,6 +1424,8 @@ mod tests {
         assert_eq!(status(&cs, "chaos.ran"), Status::Fail);
         assert_eq!(status(&cs, "chaos.no_hang"), Status::Fail);
         assert_eq!(get(&cs, "chaos.no_hang").measured, "no data");
+        assert_eq!(get(&cs, "chaos.parity").measured, "no data");
+        assert_eq!(status(&cs, "chaos.parity"), Status::Fail);
     }
 
     #[test]
@@ -1523,6 +1536,50 @@ mod tests {
         );
         let cs = with(&|c| c.min_ckpt_write_gbps = Some(0.358));
         assert_eq!(status(&cs, "train.ckpt_write"), Status::Pass);
+        // Without the run's storage record, the median of the checkpoints' writes.
+        let mut d = base.clone();
+        d.acceptance
+            .as_mut()
+            .unwrap()
+            .card
+            .train
+            .as_mut()
+            .unwrap()
+            .criteria
+            .min_ckpt_write_gbps = Some(0.01);
+        d.train.as_mut().unwrap().run.as_mut().unwrap().storage = None;
+        let ck = d.train.as_ref().unwrap().checkpoints();
+        assert!(!ck.is_empty());
+        let med = crate::stats::median(&ck.iter().map(|c| c.write_gbps).collect::<Vec<_>>());
+        let c = get(&judge(&d), "train.ckpt_write").clone();
+        assert_eq!(
+            (c.status, c.measured),
+            (Status::Pass, format!("{med:.3} GB/s"))
+        );
+        // A run of no steps has no median step.
+        let mut d = base.clone();
+        d.acceptance
+            .as_mut()
+            .unwrap()
+            .card
+            .train
+            .as_mut()
+            .unwrap()
+            .criteria
+            .max_step_p50_ms = Some(1e9);
+        d.train.as_mut().unwrap().run.as_mut().unwrap().steps_run = 0;
+        let c = get(&judge(&d), "train.step_p50").clone();
+        assert_eq!((c.status, c.measured.as_str()), (Status::Fail, "no data"));
+        // The training crashed and the resumed pair never ran: parity is not run.
+        let mut d = base.clone();
+        let acc = d.acceptance.as_mut().unwrap();
+        acc.jobs
+            .iter_mut()
+            .find(|j| j.name == "train")
+            .unwrap()
+            .status = JobStatus::Crashed;
+        acc.jobs.retain(|j| j.name != "train-resume");
+        assert_eq!(status(&judge(&d), "train.resume_parity"), Status::NotRun);
         // This fixture's training recorded no all-reduce times: not judged, and said.
         let cs = with(&|c| c.min_comm_efficiency = Some(0.5));
         let c = get(&cs, "train.comm_efficiency");
@@ -1658,6 +1715,61 @@ mod tests {
             .criteria
             .nccl_transport_required = Some(true);
         assert!(judge(&d).iter().any(|c| c.id == "sweep.nccl_transport"));
+    }
+
+    #[test]
+    fn the_topologys_gpu_model_is_judged_only_where_it_declares_gpus() {
+        let mut d = load("sim-healthy");
+        let t = d.acceptance.as_mut().unwrap().topology.as_mut().unwrap();
+        t.node.gpu_model = Some("H200".into());
+        t.node.gpus = 0;
+        assert!(judge(&d).iter().all(|c| c.id != "probe.gpu_model"));
+        d.acceptance
+            .as_mut()
+            .unwrap()
+            .topology
+            .as_mut()
+            .unwrap()
+            .node
+            .gpus = 2;
+        let c = get(&judge(&d), "probe.gpu_model").clone();
+        assert_eq!(
+            (c.status, c.threshold.as_str()),
+            (Status::Fail, "name contains \"H200\"")
+        );
+    }
+
+    #[test]
+    fn a_card_with_a_gpu_phase_and_no_gpu_record_is_not_passed() {
+        let mut d = load("sim-healthy");
+        d.acceptance.as_mut().unwrap().card.gpu = Some(crate::card::GpuPhaseSpec::default());
+        let cs = judge(&d);
+        let gpu: Vec<&Criterion> = cs.iter().filter(|c| c.phase == "gpu").collect();
+        assert!(!gpu.is_empty(), "{cs:?}");
+        assert!(gpu.iter().all(|c| c.status != Status::Pass), "{gpu:?}");
+    }
+
+    #[test]
+    fn the_report_analyses_every_tier_whatever_the_card_judges() {
+        let d = load("sim-shaped");
+        let sweep = d.sweep.as_ref().unwrap();
+        let c = SweepCriteria {
+            judge_tiers: vec!["inter".into()],
+            ..d.card().unwrap().sweep.as_ref().unwrap().criteria.clone()
+        };
+        let tiers = |a: &Analysis| {
+            let mut t: Vec<String> = a.tiers.iter().map(|t| t.tier.to_string()).collect();
+            t.dedup();
+            t
+        };
+        let judged = tiers(&sweep_analysis(&d, sweep, &c));
+        let all = tiers(&sweep_analysis_all(&d, sweep, &c));
+        assert_eq!(judged, ["inter"]);
+        assert!(
+            all.len() >= 4 && all.contains(&"pairs".to_string()),
+            "{all:?}"
+        );
+        assert_eq!(sweep_analysis_all(&d, sweep, &c).outlier_nodes, ["node3"]);
     }
 
     #[test]
