@@ -501,6 +501,9 @@ fn gpu_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
     if let Some(b) = g.copy_bytes {
         a.extend(["--copy-bytes".into(), b.to_string()]);
     }
+    if let Some(s) = g.sdc_s {
+        a.extend(["--sdc".into(), s.to_string()]);
+    }
     if g.dcgm_diag.unwrap_or(g.criteria.dcgm_diag) {
         a.push("--dcgm-diag".into());
     }

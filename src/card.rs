@@ -301,6 +301,10 @@ pub struct GpuPhaseSpec {
     /// Bytes of each host/device and device-local copy (--copy-bytes).
     #[serde(default)]
     pub copy_bytes: Option<Bytes>,
+    /// Seconds of silent-data-corruption rounds after the burn, voted across the
+    /// ranks of one GPU (or CPU) model (--sdc; default: none). Judged as `gpu.sdc`.
+    #[serde(default)]
+    pub sdc_s: Option<f64>,
     /// Run `dcgmi diag -r 1 -j` on each node after the burn when DCGM is installed
     /// (--dcgm-diag; default: when the criterion `dcgm_diag` is on).
     #[serde(default)]
@@ -361,6 +365,11 @@ pub struct GpuCriteria {
     /// no XID event, from the start of the phase to the end of the acceptance.
     #[serde(default = "yes")]
     pub zero_new_errors: bool,
+    /// Most SDC disagreements allowed (a rank's output hash differing from its
+    /// model's majority, or a vote without a majority), over all rounds (default 0;
+    /// judged when the phase ran SDC rounds, `[gpu] sdc_s`).
+    #[serde(default)]
+    pub max_sdc_disagreements: Option<u64>,
     /// Every copy verified and every burn result right.
     #[serde(default = "yes")]
     pub zero_wrong: bool,
@@ -385,6 +394,7 @@ impl Default for GpuCriteria {
             max_throttled_share: None,
             pcie_at_max: true,
             zero_new_errors: true,
+            max_sdc_disagreements: None,
             zero_wrong: true,
             dcgm_diag: false,
         }
@@ -977,6 +987,7 @@ impl SweepCriteria {
 impl GpuPhaseSpec {
     fn validate(&self, cx: &Field) -> Result<()> {
         cx.positive("gpu", "burn_s", self.burn_s)?;
+        cx.positive("gpu", "sdc_s", self.sdc_s)?;
         cx.positive("gpu", "timeout_s", self.timeout_s)?;
         if self.copy_bytes.is_some_and(|b| b.get() == 0) {
             return Err(anyhow!(

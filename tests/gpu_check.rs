@@ -14,13 +14,14 @@ use std::time::Duration;
 
 /// The steps, in order, each with a limit in the plan (the nccl-tests build runs in the
 /// background and has none).
-const STEPS: [&str; 11] = [
+const STEPS: [&str; 12] = [
     "preflight",
     "evidence",
     "probe",
     "smoke",
     "gpu-health",
     "copy-bandwidth",
+    "sdc",
     "nccl-correctness",
     "nccl-perf",
     "train-resume-parity",
@@ -112,7 +113,7 @@ fn the_plan_fits_the_budget_and_every_burnin_command_parses_for_1_2_and_8_gpus()
         assert!(
             r.stdout.contains(&format!("{gpus} GPU(s)"))
                 && r.stdout
-                    .contains("what is left of the 300 s budget holds its whole limit"),
+                    .contains("what is left of the 340 s budget holds its whole limit"),
             "{}",
             r.all()
         );
@@ -122,7 +123,7 @@ fn the_plan_fits_the_budget_and_every_burnin_command_parses_for_1_2_and_8_gpus()
         assert_eq!(names, STEPS, "{}", r.all());
         let sum: u64 = limits.iter().map(|(_, l)| l).sum();
         assert_eq!(sum, total, "{}", r.all());
-        assert!(sum <= 300, "{gpus} GPUs: {sum} s of limits: {limits:?}");
+        assert!(sum <= 340, "{gpus} GPUs: {sum} s of limits: {limits:?}");
         let limit = |s: &str| limits.iter().find(|(n, _)| n == s).unwrap().1;
         // One GPU has no chaos: its seconds go to burnin gpu's default 60 s burn.
         let burn = if gpus == 1 { 60 } else { 20 };
@@ -146,8 +147,11 @@ fn the_plan_fits_the_budget_and_every_burnin_command_parses_for_1_2_and_8_gpus()
             let args = &words[at + 1..];
             let n = ranks(words);
             if args.first().map(String::as_str) != Some("--version") {
+                // sdc: four ranks at least (one GPU shared by four ranks can vote)
                 assert!(
-                    n == gpus || (step == "evidence" && n == 1),
+                    n == gpus
+                        || (step == "evidence" && n == 1)
+                        || (step == "sdc" && n == gpus.max(4)),
                     "{step} starts {n} ranks for {gpus} GPUs: {words:?}"
                 );
             }
@@ -162,8 +166,9 @@ fn the_plan_fits_the_budget_and_every_burnin_command_parses_for_1_2_and_8_gpus()
             );
             checked += 1;
         }
-        // evidence + --version, probe, smoke, gpu, 2 sweeps, 3 trainings; chaos from 2.
-        let want = if gpus >= 2 { 11 } else { 10 };
+        // evidence + --version, probe, smoke, gpu, 2 sdc, 2 sweeps, 3 trainings; chaos
+        // from 2.
+        let want = if gpus >= 2 { 13 } else { 12 };
         assert_eq!(checked, want, "{gpus} GPUs: {burnin:?}");
         // burnin gpu: the plan's burn, and its command's limit is the step's.
         let gpu: Vec<_> = burnin
@@ -214,7 +219,7 @@ fn the_plan_fits_the_budget_and_every_burnin_command_parses_for_1_2_and_8_gpus()
     let (limits, total) = plan(&r.stdout);
     assert!(limits.contains(&("gpu-health".into(), 145)), "{limits:?}");
     assert!(
-        r.stdout.contains(&format!("over it by {} s", total - 300)),
+        r.stdout.contains(&format!("over it by {} s", total - 340)),
         "{}",
         r.all()
     );

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The tests the coverage check waits for.
-const SCENARIOS: usize = 13;
+const SCENARIOS: usize = 14;
 static FINISHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts a scenario as finished when dropped (passed or failed).
@@ -644,6 +644,8 @@ fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
         ),
     )
     .env("TWIN_GPUS", "2")
+    // one model, as a real machine's GPUs: the SDC step's four ranks vote together
+    .env("TWIN_GPU_NAME", "NVIDIA H200")
     .env("TWIN_GPU_MEMORY_MIB", "256")
     .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
     .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
@@ -676,6 +678,7 @@ fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
         "evidence",
         "probe",
         "smoke",
+        "sdc",
         "nccl-correctness",
         "nccl-perf",
     ] {
@@ -687,6 +690,33 @@ fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
             r.all()
         );
     }
+    // SDC: four ranks on the two GPUs agree, every first fma round equals the host's,
+    // and the flipped bit is named exactly.
+    let sdc = &summary["sdc"];
+    assert_eq!(sdc["healthy"]["findings_total"], 0, "{sdc}");
+    assert!(sdc["healthy"]["rounds"].as_u64().unwrap() >= 3, "{sdc}");
+    assert_eq!(
+        sdc["healthy"]["ranks"].as_array().unwrap().len(),
+        4,
+        "{sdc}"
+    );
+    assert!(
+        sdc["healthy"]["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["host_check"] == true),
+        "{sdc}"
+    );
+    let f = &sdc["fault"]["findings"][0];
+    assert_eq!(
+        (f["round"].as_u64(), f["kind"].as_str(), f["block"].as_u64()),
+        (Some(3), Some("fma"), Some(5)),
+        "{sdc}"
+    );
+    assert!(std::fs::read_to_string(out.join("summary.md"))
+        .unwrap()
+        .contains("flipped bit (rank 1, round 3, fma, block 5) named exactly"));
     assert!(
         status("preflight")
             .1
@@ -722,7 +752,7 @@ fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
         64 << 20,
         "{summary}"
     );
-    assert_eq!(summary["probe"]["gpu"][0], "burnin-twin GPU 0", "{summary}");
+    assert_eq!(summary["probe"]["gpu"][0], "NVIDIA H200", "{summary}");
     assert_eq!(
         summary["outcome"], "fail",
         "the libtorch steps cannot pass on the twin"
@@ -1364,4 +1394,156 @@ fn overlapping_buffers_are_a_race_and_another_gpus_buffer_is_refused() {
     );
     assert_eq!(said("recv-apart").0, 0);
     assert_eq!(said("group-end").0, 0);
+}
+
+/// `burnin gpu --sdc` on twin GPUs: healthy ranks agree over 1,000 rounds; a GPU whose
+/// FMA unit is wrong (the twin's fault, in the "hardware") is named with its kind and
+/// block from the first round; a bit flipped in one rank's output at a given round,
+/// kind and block is named exactly that, on 8 ranks; with two of three GPUs wrong in
+/// different ways there is no majority, and every GPU is named.
+#[test]
+fn sdc_vote_names_the_gpu_kind_round_and_block_that_disagree() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let sdc = |name: &str, np: usize, rounds: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let out = dir.path().join(name);
+        let n = np.to_string();
+        let mut all_env = vec![("TWIN_GPUS", n.as_str()), ("TWIN_GPU_NAME", "NVIDIA H200")];
+        all_env.extend_from_slice(env);
+        let mut args = vec![
+            "gpu",
+            "--burn",
+            "1s",
+            "--copy-bytes",
+            "64K",
+            "--peer-bytes",
+            "64K",
+            "--reps",
+            "1",
+            "--sdc",
+            "300s",
+            "--sdc-rounds",
+            rounds,
+            "--sdc-bytes",
+            "4K",
+            "--out",
+            s(&out),
+        ];
+        args.extend_from_slice(extra);
+        let r = on_twin(name, np, &args, &all_env, Duration::from_secs(240));
+        let j = json(&out.join("gpu.json"));
+        (r, j["sdc"].clone())
+    };
+    // Healthy, 4 GPUs, 1,000 rounds: not one disagreement, and the phase passes.
+    let (r, j) = sdc("sdc-healthy", 4, "1000", &[], &[]);
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert_eq!(
+        (j["rounds"].as_u64(), j["findings_total"].as_u64()),
+        (Some(1000), Some(0)),
+        "{j}"
+    );
+    assert_eq!(
+        j["ranks"][3]["kinds"],
+        serde_json::json!(["fma", "memory"]),
+        "{j}"
+    );
+    assert_eq!(j["ranks"][2]["model"], "NVIDIA H200", "{j}");
+    // Each GPU's first fma round equals the host's chains bit for bit.
+    for rank in j["ranks"].as_array().unwrap() {
+        assert_eq!(rank["host_check"], true, "{j}");
+    }
+    assert_eq!(
+        verdict_of(&r, "no rank's output disagrees"),
+        "PASS",
+        "{}",
+        r.all()
+    );
+
+    // The twin's GPU 1 flips the lowest bit of its middle FMA element in every launch:
+    // named in round 0, fma, block 8 (the middle of 16), majority of 4.
+    let env = [("TWIN_FMA_WRONG", "1"), ("TWIN_FMA_WRONG_AT", "middle")];
+    let (r, j) = sdc("sdc-fma-wrong", 4, "20", &[], &env);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let f = &j["findings"][0];
+    assert_eq!(
+        (f["round"].as_u64(), f["kind"].as_str(), f["block"].as_u64()),
+        (Some(0), Some("fma"), Some(8)),
+        "{j}"
+    );
+    assert_eq!(
+        (f["ranks"].clone(), f["majority"].clone()),
+        (serde_json::json!([1]), serde_json::json!(true)),
+        "{j}"
+    );
+    assert_eq!(j["findings_total"], 20, "every round: {j}");
+    assert_eq!(j["ranks"][1]["disagreements"], 20, "{j}");
+    assert!(
+        r.stdout.contains("round 0 fma block 8: ") && r.stdout.contains(" GPU 1 (rank 1, PCI "),
+        "{}",
+        r.all()
+    );
+    assert_eq!(
+        verdict_of(&r, "no rank's output disagrees"),
+        "FAIL",
+        "{}",
+        r.all()
+    );
+    assert_eq!(j["ranks"][1]["host_check"], false, "{j}");
+    assert_eq!(j["ranks"][0]["host_check"], true, "{j}");
+    let d = detail(&r, "gpu.sdc");
+    assert!(
+        d.contains("GPU 1 (rank 1, PCI ") && d.contains("differs from the host's chains"),
+        "{d}"
+    );
+
+    // 8 GPUs, one bit of rank 5's memory output at round 700, block 11: only that.
+    let (r, j) = sdc("sdc-8", 8, "1000", &["--sdc-fault", "5:700:memory:11"], &[]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert_eq!(
+        (j["rounds"].as_u64(), j["findings_total"].as_u64()),
+        (Some(1000), Some(1)),
+        "{j}"
+    );
+    let f = &j["findings"][0];
+    assert_eq!(
+        (f["round"].as_u64(), f["kind"].as_str(), f["block"].as_u64()),
+        (Some(700), Some("memory"), Some(11)),
+        "{j}"
+    );
+    assert_eq!(
+        (f["ranks"].clone(), f["voters"].as_u64()),
+        (serde_json::json!([5]), Some(8)),
+        "{j}"
+    );
+
+    // Three GPUs, two wrong differently in round 0 (burnin's flip on rank 0, the
+    // twin's on GPU 1): no majority, all three named; later rounds name GPU 1 alone.
+    let (r, j) = sdc(
+        "sdc-no-majority",
+        3,
+        "3",
+        &["--sdc-fault", "0:0:fma:8"],
+        &env,
+    );
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let f = &j["findings"][0];
+    assert_eq!(
+        (f["round"].as_u64(), f["majority"].as_bool()),
+        (Some(0), Some(false)),
+        "{j}"
+    );
+    assert_eq!(f["ranks"], serde_json::json!([0, 1, 2]), "{j}");
+    assert!(
+        r.stdout.contains("disagree, no majority among 3 "),
+        "{}",
+        r.all()
+    );
+    let later: Vec<&Value> = j["findings"].as_array().unwrap()[1..].iter().collect();
+    assert_eq!(later.len(), 2, "{j}");
+    assert!(
+        later
+            .iter()
+            .all(|f| f["ranks"] == serde_json::json!([1]) && f["majority"] == true),
+        "{j}"
+    );
 }

@@ -18,6 +18,7 @@
 //!   default criteria; a card's `[gpu.criteria]` judges the same record in the report.
 pub mod burn;
 pub mod copy;
+pub mod sdc;
 
 use crate::backend::nccl::device::Device;
 use crate::config::GlobalArgs;
@@ -63,6 +64,24 @@ pub struct GpuArgs {
     /// Topology file whose `[gpu]` numbers the default criteria compare with.
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
+    /// Silent data corruption: after the burn, rounds of a deterministic workload on
+    /// every rank for TIME (the GPU hot), each round's outputs hashed per kind and
+    /// block and voted on across the ranks of one GPU (or CPU) model; 0: off.
+    #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse_seconds)]
+    pub sdc: f64,
+    /// At most N SDC rounds (whichever of --sdc and this ends first).
+    #[arg(long, value_name = "N")]
+    pub sdc_rounds: Option<u64>,
+    /// Number of the first SDC round (a round's inputs are a function of its number:
+    /// `--sdc-start R --sdc-rounds 1` computes round R again, on any GPU).
+    #[arg(long, value_name = "ROUND", default_value_t = 0)]
+    pub sdc_start: u64,
+    /// Output bytes of each SDC kind per round.
+    #[arg(long, value_name = "SIZE", default_value = "16M")]
+    pub sdc_bytes: Bytes,
+    /// Test only: RANK:ROUND:KIND:BLOCK flips one bit of that rank's output.
+    #[arg(long, hide = true, value_name = "RANK:ROUND:KIND:BLOCK")]
+    pub sdc_fault: Option<String>,
     /// Write gpu.json and samples.jsonl into DIR (rank 0 writes them).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -94,6 +113,16 @@ pub fn validate(args: &GpuArgs) -> Result<()> {
     if args.reps == 0 {
         return agreed("--reps: must be at least 1".into());
     }
+    let b = args.sdc_bytes.get();
+    if args.sdc > 0.0 && !(4096..=(4u64 << 30)).contains(&b) {
+        return agreed(format!("--sdc-bytes: {} must be 4K to 4G", args.sdc_bytes));
+    }
+    if args.sdc_rounds == Some(0) {
+        return agreed("--sdc-rounds: must be at least 1".into());
+    }
+    if let Some(f) = &args.sdc_fault {
+        sdc::Fault::parse(f).map_err(|e| anyhow::Error::new(Agreed(format!("{e:#}"))))?;
+    }
     Ok(())
 }
 
@@ -104,6 +133,9 @@ struct RankResult {
     matrix: Option<NodeMatrix>,
     samples: Vec<Sample>,
     dcgm: Option<HostDcgm>,
+    /// Rank 0's: the SDC rounds' report.
+    #[serde(default)]
+    sdc: Option<crate::results::sdc::SdcReport>,
 }
 
 /// `burnin gpu`.
@@ -118,7 +150,7 @@ pub fn run(world: &World, g: &GlobalArgs, args: &GpuArgs, dog: Arc<Watchdog>) ->
     })?;
     let started = SystemTime::now();
     let t0 = Instant::now();
-    let limit = Duration::from_secs_f64(g.timeout_secs() + args.burn);
+    let limit = Duration::from_secs_f64(g.timeout_secs() + args.burn.max(args.sdc));
     let mine = measure_rank(world, args, &dog, limit);
     let all = world.gather_json(&mine)?;
     let Some(all) = all else {
@@ -168,6 +200,11 @@ fn assemble(
     t0: Instant,
 ) -> GpuReport {
     let gpus: Vec<GpuHealth> = all.iter().map(|r| r.gpu.clone()).collect();
+    let sdc = all.first().and_then(|r| r.sdc.clone()).map(|mut s| {
+        let samples: Vec<Vec<Sample>> = all.iter().map(|r| r.samples.clone()).collect();
+        sdc::annotate(&mut s, &samples);
+        s
+    });
     let no_gpu = gpus.iter().all(|g| g.error.is_some());
     let error = no_gpu.then(|| {
         format!(
@@ -194,6 +231,7 @@ fn assemble(
         nodes: all.iter().filter_map(|r| r.matrix.clone()).collect(),
         dcgm: all.iter().filter_map(|r| r.dcgm.clone()).collect(),
         error,
+        sdc,
     }
 }
 
@@ -262,6 +300,7 @@ fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) 
             matrix: None,
             samples: Vec::new(),
             dcgm: None,
+            sdc: None,
         };
     }
     if let Some(n) = &m.nvml {
@@ -275,7 +314,7 @@ fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) 
     let stage = nvml::Stage::new("idle", m.nvml.as_ref());
     let period = Duration::from_millis(args.sample_ms);
     let watched = nvml::watch(period, &stage, || work(world, args, dog, limit, &m, &stage));
-    let (copies, matrix, burn) = watched.value;
+    let (copies, matrix, burn, sdc) = watched.value;
     m.health.copies = copies;
     m.health.burn = burn;
     m.health.xids = watched.xids;
@@ -307,6 +346,7 @@ fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) 
         matrix,
         samples: watched.samples,
         dcgm,
+        sdc,
     }
 }
 
@@ -335,6 +375,7 @@ type Work = (
     crate::results::gpu::GpuCopies,
     Option<NodeMatrix>,
     Option<crate::results::gpu::Burn>,
+    Option<crate::results::sdc::SdcReport>,
 );
 
 /// The copies in turns, the peer matrix by local rank 0, the burn on every GPU at
@@ -347,6 +388,7 @@ fn work(
     m: &Mine,
     stage: &nvml::Stage,
 ) -> Work {
+    let phase_t0 = Instant::now();
     let turns = world.nodes.iter().map(|n| n.ranks.len()).max().unwrap_or(1);
     let mut copies = Default::default();
     stage.set("copy");
@@ -378,7 +420,39 @@ fn work(
         world.comm.barrier();
         b
     };
-    (copies, matrix, burn)
+    let sdc = (args.sdc > 0.0).then(|| {
+        stage.set("sdc");
+        let _g = dog.arm("the SDC rounds", limit);
+        let plan = sdc::Plan {
+            seconds: args.sdc,
+            max_rounds: args.sdc_rounds,
+            first_round: args.sdc_start,
+            bytes: args.sdc_bytes.as_usize() / 4 * 4,
+            // validated before the phase began
+            fault: args
+                .sdc_fault
+                .as_deref()
+                .and_then(|f| sdc::Fault::parse(f).ok()),
+        };
+        let me = crate::results::sdc::SdcRank {
+            rank: world.rank,
+            host: world.host.clone(),
+            gpu: m.dev.as_ref().map(|d| d.ordinal()),
+            pci_bus_id: m.health.pci_bus_id.clone(),
+            uuid: m.health.uuid.clone(),
+            model: match &m.dev {
+                Some(_) => m.health.name.clone(),
+                None => sdc::cpu_model(),
+            },
+            kinds: Vec::new(),
+            disagreements: 0,
+            host_check: None,
+        };
+        let r = sdc::rounds(world, &plan, me, m.dev.as_ref(), phase_t0);
+        stage.set("idle");
+        r
+    });
+    (copies, matrix, burn, sdc.flatten())
 }
 
 /// Local rank 0's matrix over every GPU it sees (None with one GPU).
@@ -419,8 +493,23 @@ fn render(
     counters_only: bool,
 ) -> String {
     let mut s = String::new();
+    if let Some(x) = &r.sdc {
+        s.push_str(&sdc::summary(x));
+        s.push('\n');
+    }
     if let Some(e) = &r.error {
         s.push_str(&format!("# burnin gpu: NOT RUN: {e}\n"));
+        let sdc: Vec<_> = criteria
+            .iter()
+            .filter(|c| c.id == "gpu.sdc")
+            .cloned()
+            .collect();
+        if !sdc.is_empty() {
+            s.push_str(&crate::report::verdict_text(&sdc));
+            for c in sdc.iter().filter(|c| !c.detail.is_empty()) {
+                s.push_str(&format!("# {} {}: {}\n", c.id, c.status.label(), c.detail));
+            }
+        }
         return s;
     }
     if !counters_only {

@@ -362,4 +362,7 @@ pub struct GpuReport {
     pub dcgm: Vec<HostDcgm>,
     /// Why the phase measured nothing (no GPU on any rank).
     pub error: Option<String>,
+    /// The silent-data-corruption rounds (`--sdc`), when asked for: on CPU ranks too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sdc: Option<super::sdc::SdcReport>,
 }

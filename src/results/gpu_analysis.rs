@@ -123,6 +123,19 @@ pub fn judge(
     expect: Option<&GpuSpec>,
 ) -> Vec<Criterion> {
     let e = expect.cloned().unwrap_or_default();
+    let sdc_ran = report.as_ref().ok().and_then(|r| r.sdc.as_ref());
+    let sdc_crit = (sdc_ran.is_some() || c.max_sdc_disagreements.is_some()).then(|| {
+        let max = c.max_sdc_disagreements.unwrap_or(0);
+        let k = crit(
+            "sdc",
+            "no rank's output disagrees with its model's majority (silent data corruption vote)",
+            format!("≤ {max} disagreement(s)"),
+        );
+        match sdc_ran {
+            Some(s) => sdc(k, s, max),
+            None => not_run(k, "no SDC rounds ran (burnin gpu --sdc; card [gpu] sdc_s)"),
+        }
+    });
     let report = report.and_then(|r| match &r.error {
         None if !r.gpus.is_empty() => Ok(r),
         err => Err(err.clone().unwrap_or_else(|| "no GPU measured".into())),
@@ -183,7 +196,69 @@ pub fn judge(
         let what = "DCGM diagnostic (dcgmi diag -r 1) on every node";
         out.push(on.judge(crit("dcgm", what, "every test passed".into()), dcgm));
     }
+    out.extend(sdc_crit);
     out
+}
+
+/// The SDC vote: FAIL past `max` disagreements, naming each; NOT RUN when no round ran
+/// or no model had two ranks to vote.
+fn sdc(c: Criterion, s: &super::sdc::SdcReport, max: u64) -> Criterion {
+    if s.rounds == 0 {
+        return not_run(c, s.error.as_deref().unwrap_or("no SDC round ran"));
+    }
+    let mut models: Vec<&str> = s.ranks.iter().map(|r| r.model.as_str()).collect();
+    models.sort_unstable();
+    let voting = models
+        .iter()
+        .filter(|m| models.iter().filter(|x| x == m).count() >= 2)
+        .count();
+    if voting == 0 && s.ranks.iter().all(|r| r.host_check.is_none()) {
+        return not_run(
+            c,
+            "no GPU (or CPU) model has two ranks: there is nothing to vote against",
+        );
+    }
+    let checked: Vec<bool> = s.ranks.iter().filter_map(|r| r.host_check).collect();
+    let mut measured = format!(
+        "{} disagreement(s) in {} round(s) of {} voting rank(s)",
+        s.findings_total, s.rounds, voting
+    );
+    if !checked.is_empty() {
+        measured.push_str(&format!(
+            "; {} of {} GPU(s) equal to the host's fma",
+            checked.iter().filter(|x| **x).count(),
+            checked.len()
+        ));
+    }
+    // Per rank: how often it was named, and the first finding that named it.
+    let mut fails: Vec<String> = s
+        .ranks
+        .iter()
+        .filter(|r| r.host_check == Some(false))
+        .map(|r| {
+            format!(
+                "{}: the first round's fma output differs from the host's chains",
+                super::sdc::name(r)
+            )
+        })
+        .collect();
+    if s.findings_total > max {
+        for r in s.ranks.iter().filter(|r| r.disagreements > 0) {
+            let first = s.findings.iter().find(|f| f.ranks.contains(&r.rank));
+            fails.push(format!(
+                "{} named in {} round(s){}",
+                super::sdc::name(r),
+                r.disagreements,
+                first
+                    .map(|f| format!(", first: {}", super::sdc::describe(f, &s.ranks)))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if let (Some(e), false) = (&s.error, fails.is_empty()) {
+        fails.push(e.clone());
+    }
+    settle(c, measured, fails)
 }
 
 /// The four floor criteria the card asks for: host copies, memory, peer, burn.
@@ -1203,5 +1278,110 @@ mod tests {
         let d = one(&cs, "gpu.dcgm");
         assert_eq!(d.status, Status::Fail, "{d:#?}");
         assert!(d.detail.starts_with("node1: "), "{d:#?}");
+    }
+
+    fn sdc_report(
+        findings: Vec<crate::results::sdc::SdcFinding>,
+    ) -> crate::results::sdc::SdcReport {
+        use crate::results::sdc::SdcRank;
+        let ranks = (0..3)
+            .map(|r| SdcRank {
+                rank: r,
+                host: format!("node{r}"),
+                gpu: Some(0),
+                model: "NVIDIA H200".into(),
+                kinds: vec!["fma".into(), "memory".into()],
+                disagreements: findings.iter().filter(|f| f.ranks.contains(&r)).count() as u32,
+                host_check: Some(true),
+                ..Default::default()
+            })
+            .collect();
+        crate::results::sdc::SdcReport {
+            rounds: 100,
+            findings_total: findings.len() as u64,
+            findings,
+            ranks,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_sdc_vote_fails_past_the_threshold_naming_each_gpu_once() {
+        // No SDC rounds and no card threshold: no such criterion.
+        assert!(judged(&healthy()).iter().all(|c| c.id != "gpu.sdc"));
+        // A card that asks for it without rounds: NOT RUN with the reason.
+        let mut c = criteria();
+        c.max_sdc_disagreements = Some(0);
+        let cs = judge(Ok(&healthy()), None, &c, Some(&spec()));
+        assert_eq!(one(&cs, "gpu.sdc").status, Status::NotRun);
+        assert!(one(&cs, "gpu.sdc").detail.contains("--sdc"));
+        let f = |round: u64| crate::results::sdc::SdcFinding {
+            round,
+            kind: "fma".into(),
+            block: 3,
+            model: "NVIDIA H200".into(),
+            ranks: vec![2],
+            majority: true,
+            voters: 3,
+            t_s: 1.0,
+            temp_c: Some(80),
+            sm_mhz: None,
+        };
+        let mut r = healthy();
+        r.sdc = Some(sdc_report(vec![]));
+        let k = one(&judged(&r), "gpu.sdc").clone();
+        assert_eq!(k.status, Status::Pass, "{k:#?}");
+        assert_eq!(k.measured, "0 disagreement(s) in 100 round(s) of 3 voting rank(s); 3 of 3 GPU(s) equal to the host's fma");
+        r.sdc = Some(sdc_report(vec![f(7), f(9)]));
+        let k = one(&judged(&r), "gpu.sdc").clone();
+        assert_eq!(k.status, Status::Fail);
+        assert!(
+            k.detail.starts_with(
+                "node2 GPU 0 (rank 2, PCI ) named in 2 round(s), first: round 7 fma block 3: "
+            ),
+            "{}",
+            k.detail
+        );
+        assert!(
+            k.detail.contains("at 80 °C") && !k.detail.contains(';'),
+            "{}",
+            k.detail
+        );
+        // A threshold of 2 lets two pass.
+        let cs = judge(Ok(&r), None, &c_with(2), Some(&spec()));
+        assert_eq!(one(&cs, "gpu.sdc").status, Status::Pass);
+        // The host check fails on its own, even with every vote agreeing.
+        let mut s = sdc_report(vec![]);
+        s.ranks[1].host_check = Some(false);
+        r.sdc = Some(s);
+        let k = one(&judged(&r), "gpu.sdc").clone();
+        assert_eq!(k.status, Status::Fail);
+        assert!(
+            k.detail
+                .contains("node1 GPU 0 (rank 1, PCI ): the first round's fma output differs"),
+            "{}",
+            k.detail
+        );
+        // One GPU alone (nothing to vote against) with no host check: NOT RUN.
+        let mut s = sdc_report(vec![]);
+        s.ranks.truncate(1);
+        s.ranks[0].host_check = None;
+        r.sdc = Some(s);
+        assert_eq!(one(&judged(&r), "gpu.sdc").status, Status::NotRun);
+        // No GPU anywhere, SDC on CPU ranks: the vote is still judged.
+        let mut cpu = GpuReport {
+            error: Some("no GPU on any of the 3 rank(s)".into()),
+            ..Default::default()
+        };
+        cpu.sdc = Some(sdc_report(vec![f(1)]));
+        let cs = judged(&cpu);
+        assert_eq!(one(&cs, "gpu.sdc").status, Status::Fail);
+        assert_eq!(one(&cs, "gpu.measured").status, Status::NotRun);
+    }
+
+    fn c_with(max: u64) -> GpuCriteria {
+        let mut c = criteria();
+        c.max_sdc_disagreements = Some(max);
+        c
     }
 }

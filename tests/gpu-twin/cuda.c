@@ -228,7 +228,12 @@ API CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
   CHECK_INIT();
   CHECK_DEV(d);
   if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  snprintf(name, (size_t)len, "burnin-twin GPU %d", g_phys[d]);
+  /* TWIN_GPU_NAME: one model name for every GPU, as a real node's GPUs share one */
+  const char *model = getenv("TWIN_GPU_NAME");
+  if (model && *model)
+    snprintf(name, (size_t)len, "%s", model);
+  else
+    snprintf(name, (size_t)len, "burnin-twin GPU %d", g_phys[d]);
   return CUDA_SUCCESS;
 }
 

@@ -234,7 +234,11 @@ API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t d, char *name, unsigned len) {
   COUNT(nvmlDeviceGetName);
   DEV_OK(d);
   char s[64];
-  snprintf(s, sizeof s, "burnin-twin GPU %d", d->index);
+  const char *model = getenv("TWIN_GPU_NAME"); /* as cuDeviceGetName */
+  if (model && *model)
+    snprintf(s, sizeof s, "%s", model);
+  else
+    snprintf(s, sizeof s, "burnin-twin GPU %d", d->index);
   return copy_str(name, len, s);
 }
 
