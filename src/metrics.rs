@@ -516,6 +516,30 @@ pub fn chaos_trial(t: &crate::results::chaos::Trial) {
     }
 }
 
+/// One SDC vote round (rank 0): the rounds, and each rank's disagreements (0 for
+/// the ranks not named, so every GPU's series exists from the first round).
+pub fn sdc_round(ranks: &[crate::results::sdc::SdcRank], named: &[usize]) {
+    if !enabled() {
+        return;
+    }
+    count(
+        "burnin_gpu_sdc_rounds_total",
+        "Silent-data-corruption vote rounds run.",
+        &[],
+        1.0,
+    );
+    for r in ranks {
+        let rank = r.rank.to_string();
+        let gpu = r.gpu.map_or_else(|| "cpu".to_string(), |g| g.to_string());
+        count(
+            "burnin_gpu_sdc_disagreements_total",
+            "Times a rank's output disagreed with its model's majority (or with no majority) in the SDC vote.",
+            &[("host", r.host.as_str()), ("rank", rank.as_str()), ("gpu", gpu.as_str())],
+            named.iter().filter(|x| **x == r.rank).count() as f64,
+        );
+    }
+}
+
 /// An NVML sample of one GPU (rank 0's GPU during `burnin gpu`), `throttled` as the
 /// throttle criterion reads its clock event reasons.
 pub fn gpu_sample(gpu: u32, s: &crate::results::gpu::Sample, throttled: Option<bool>) {

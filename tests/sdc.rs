@@ -61,11 +61,29 @@ fn cpu_ranks_agree_and_a_flipped_bit_is_named_with_its_host_kind_round_and_block
         r.all()
     );
 
+    let prom = dir.path().join("sdc.prom");
     let (r, j) = sdc(
         4,
         &dir.path().join("fault"),
-        &["--sdc-rounds", "500", "--sdc-fault", "3:400:reduce:2"],
+        &[
+            "--sdc-rounds",
+            "500",
+            "--sdc-fault",
+            "3:400:reduce:2",
+            "--metrics-file",
+            prom.to_str().unwrap(),
+        ],
     );
+    // The metrics file: 500 rounds, rank 3 named once, the others 0.
+    let fams = &prom_parse(std::slice::from_ref(&prom))[0];
+    assert_eq!(prom_value(fams, "burnin_gpu_sdc_rounds_total"), 500.0);
+    let per_rank = prom_samples(fams, "burnin_gpu_sdc_disagreements_total");
+    assert_eq!(per_rank.len(), 4, "{per_rank:?}");
+    for x in per_rank {
+        let want = if x["labels"]["rank"] == "3" { 1.0 } else { 0.0 };
+        assert_eq!(x["value"].as_f64(), Some(want), "{x}");
+        assert_eq!(x["labels"]["gpu"], "cpu", "{x}");
+    }
     assert_eq!(r.code, Some(1), "{}", r.all());
     let s = &j["sdc"];
     assert_eq!(s["findings_total"], 1, "{s}");
@@ -132,4 +150,70 @@ fn bad_sdc_flags_name_the_flag_and_exit_2() {
         assert!(r.all().contains(needle), "{args:?}: {}", r.all());
         assert_eq!(r.code, Some(2), "{args:?}: {}", r.all());
     }
+}
+
+const SIM: SimCluster = SimCluster {
+    prefix: "bd-",
+    subnet: "10.87.0",
+};
+
+/// The same on the simulated cluster: 4 nodes (network namespaces, real mpirun across
+/// them), one CPU rank each; a bit flipped on node 3's rank is named with its host.
+#[test]
+fn on_the_simulated_cluster_the_vote_names_the_host() {
+    let Some(_down) = SIM.up_sized(4, 1, &[]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sim");
+    let c = SIM.cmd(&[
+        "exec",
+        "--",
+        bin(),
+        "gpu",
+        "--sdc",
+        "120s",
+        "--sdc-rounds",
+        "200",
+        "--sdc-bytes",
+        "4K",
+        "--sdc-fault",
+        "2:150:fma:6",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = run_bounded(c, Duration::from_secs(180));
+    assert_no_panic(&r);
+    assert!(!r.timed_out, "{}", r.all());
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let j: Value = serde_json::from_slice(&std::fs::read(out.join("gpu.json")).unwrap()).unwrap();
+    let s = &j["sdc"];
+    let hosts: Vec<&str> = s["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["host"].as_str().unwrap())
+        .collect();
+    // four hosts, one rank each
+    let mut distinct = hosts.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "{s}");
+    assert_eq!(
+        (s["rounds"].as_u64(), s["findings_total"].as_u64()),
+        (Some(200), Some(1)),
+        "{s}"
+    );
+    let f = &s["findings"][0];
+    assert_eq!(
+        (f["round"].as_u64(), f["kind"].as_str(), f["block"].as_u64()),
+        (Some(150), Some("fma"), Some(6)),
+        "{s}"
+    );
+    assert_eq!(f["ranks"], serde_json::json!([2]), "{s}");
+    let line = format!(
+        "round 150 fma block 6: {} rank 2 (CPU) disagree(s) with the other 3 ",
+        hosts[2]
+    );
+    assert!(r.stdout.contains(&line), "{line}: {}", r.all());
 }

@@ -436,6 +436,8 @@ impl Tally {
             })
             .collect();
         let found = sdc::vote(round, t_s, &ballots);
+        let named: Vec<usize> = found.iter().flat_map(|f| f.ranks.iter().copied()).collect();
+        crate::metrics::sdc_round(ranks, &named);
         for f in &found {
             for r in &f.ranks {
                 if let Some(x) = ranks.get_mut(*r) {

@@ -28,6 +28,9 @@ pub fn section(d: &mut Doc, data: &RunData, charts: bool) {
         return;
     };
     let r = &g.report;
+    if let Some(x) = &r.sdc {
+        sdc_section(d, x);
+    }
     if let Some(e) = &r.error {
         d.p(format!("Not run: {e}."));
         return;
@@ -325,5 +328,170 @@ fn dcgm_table(d: &mut Doc, g: &GpuData) {
     if !rows.is_empty() {
         d.p("DCGM diagnostic (`dcgmi diag -r 1 -j`):");
         d.table(&["host", "test", "result", "messages"], rows);
+    }
+}
+
+/// The SDC vote: what ran, each rank's disagreements and host check, and the
+/// findings in round order (the first 20: a timeline of who disagreed when).
+fn sdc_section(d: &mut Doc, x: &crate::results::sdc::SdcReport) {
+    use crate::results::sdc::name;
+    d.p(format!(
+        "Silent data corruption vote: {} round(s) from round {} in {:.1} s ({:.1} ms a round, {} a kind), {} disagreement(s){}.",
+        x.rounds,
+        x.first_round,
+        x.seconds,
+        x.round_s_median * 1e3,
+        super::doc::human_bytes(x.bytes_per_kind),
+        x.findings_total,
+        x.error.as_ref().map(|e| format!("; {e}")).unwrap_or_default()
+    ));
+    let rows = x
+        .ranks
+        .iter()
+        .filter(|r| r.disagreements > 0 || r.host_check == Some(false))
+        .map(|r| {
+            vec![
+                name(r),
+                r.model.clone(),
+                r.kinds.join(", "),
+                r.disagreements.to_string(),
+                match r.host_check {
+                    Some(true) => "equal".into(),
+                    Some(false) => "DIFFERS".into(),
+                    None => "-".into(),
+                },
+            ]
+        })
+        .collect::<Vec<_>>();
+    if !rows.is_empty() {
+        d.table(
+            &[
+                "rank",
+                "model",
+                "kinds",
+                "rounds named",
+                "first fma round vs host",
+            ],
+            rows,
+        );
+    }
+    let findings: Vec<Vec<String>> = x
+        .findings
+        .iter()
+        .take(20)
+        .map(|f| {
+            vec![
+                f.round.to_string(),
+                format!("{:.1}", f.t_s),
+                f.kind.clone(),
+                f.block.to_string(),
+                f.ranks
+                    .iter()
+                    .map(|r| x.ranks.get(*r).map_or_else(|| format!("rank {r}"), name))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                if f.majority {
+                    format!("minority of {}", f.voters)
+                } else {
+                    format!("no majority of {}", f.voters)
+                },
+                f.temp_c.map_or("-".into(), |t| format!("{t} °C")),
+                f.sm_mhz.map_or("-".into(), |c| format!("{c} MHz")),
+            ]
+        })
+        .collect();
+    if !findings.is_empty() {
+        d.table(
+            &[
+                "round",
+                "s",
+                "kind",
+                "block",
+                "named",
+                "vote",
+                "temperature",
+                "SM clock",
+            ],
+            findings,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Block;
+    use crate::results::sdc::{SdcFinding, SdcRank, SdcReport};
+
+    #[test]
+    fn the_sdc_section_names_the_gpu_and_lists_its_rounds() {
+        let ranks: Vec<SdcRank> = (0..3)
+            .map(|r| SdcRank {
+                rank: r,
+                host: format!("node{r}"),
+                gpu: Some(1),
+                pci_bus_id: "0000:18:00.0".into(),
+                model: "NVIDIA H200".into(),
+                kinds: vec!["fma".into(), "memory".into()],
+                disagreements: u32::from(r == 2) * 2,
+                host_check: Some(r != 1),
+                ..Default::default()
+            })
+            .collect();
+        let f = |round| SdcFinding {
+            round,
+            kind: "memory".into(),
+            block: 9,
+            model: "NVIDIA H200".into(),
+            ranks: vec![2],
+            majority: true,
+            voters: 3,
+            t_s: 4.25,
+            temp_c: Some(77),
+            sm_mhz: Some(1755),
+        };
+        let x = SdcReport {
+            rounds: 40,
+            seconds: 2.0,
+            round_s_median: 0.05,
+            bytes_per_kind: 16 << 20,
+            ranks,
+            findings: vec![f(3), f(8)],
+            findings_total: 2,
+            ..Default::default()
+        };
+        let mut d = Doc::default();
+        sdc_section(&mut d, &x);
+        let Block::Para(p) = &d.blocks[0] else {
+            panic!("{d:?}")
+        };
+        assert!(p.starts_with("Silent data corruption vote: 40 round(s) from round 0 in 2.0 s (50.0 ms a round, 16.0 MiB a kind), 2 disagreement(s)."), "{p}");
+        let Block::Table(t) = &d.blocks[1] else {
+            panic!("{d:?}")
+        };
+        // rank 1 (host check differs) and rank 2 (named twice); rank 0 is healthy
+        assert_eq!(t.rows.len(), 2, "{t:?}");
+        assert_eq!(t.rows[0][4], "DIFFERS");
+        assert_eq!(
+            (t.rows[1][0].as_str(), t.rows[1][3].as_str()),
+            ("node2 GPU 1 (rank 2, PCI 0000:18:00.0)", "2")
+        );
+        let Block::Table(t) = &d.blocks[2] else {
+            panic!("{d:?}")
+        };
+        assert_eq!(
+            t.rows[0],
+            [
+                "3",
+                "4.2",
+                "memory",
+                "9",
+                "node2 GPU 1 (rank 2, PCI 0000:18:00.0)",
+                "minority of 3",
+                "77 °C",
+                "1755 MHz"
+            ]
+        );
+        assert_eq!(t.rows[1][0], "8");
     }
 }
