@@ -574,3 +574,68 @@ fn sigkill_while_checkpointing_never_leaves_a_torn_checkpoint_to_resume() {
         "most attempts resumed from a checkpoint: {resumes:?}"
     );
 }
+
+/// Replicas that stop agreeing are named at the first check after it happens: one
+/// of three changes a weight after step 5, checked every 2 steps, named at step 6
+/// with its host (a majority of 3); with two replicas there is no majority and both
+/// are named; a healthy run's checks all agree.
+#[test]
+fn a_replica_that_diverges_is_named_with_the_first_step_it_differs() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |np: usize, name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "train",
+            "--preset",
+            "tiny",
+            "--steps",
+            "10",
+            "--ckpt-every",
+            "0",
+            "--replica-check-every",
+            "2",
+            "--out",
+            s(&out),
+        ];
+        args.extend_from_slice(extra);
+        let r = mpirun(np, &args, LIMIT);
+        assert_no_panic(&r);
+        (r, run_json(&out))
+    };
+    let (r, j) = run(3, "three", &["--test-diverge", "1:5"]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let d = &j["replica_divergence"];
+    assert_eq!(
+        (d["step"].as_u64(), d["majority"].as_bool()),
+        (Some(6), Some(true)),
+        "{j}"
+    );
+    assert_eq!(d["ranks"], serde_json::json!([1]), "{j}");
+    let host = d["hosts"][0].as_str().unwrap();
+    assert!(
+        r.stdout.contains(&format!(
+            "# replicas: step 6: rank 1 ({host}) disagree(s) with the weights of the other 2 replica(s)"
+        )),
+        "{}",
+        r.all()
+    );
+    assert!(r.stdout.contains("replicas first differ"), "{}", r.all());
+    assert_eq!(j["replicas_agree"], false);
+
+    let (r, j) = run(2, "two", &["--test-diverge", "0:9"]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    // after step 9 the next check is the end of the run (step 10)
+    let d = &j["replica_divergence"];
+    assert_eq!(
+        (d["step"].as_u64(), d["majority"].as_bool()),
+        (Some(10), Some(false)),
+        "{j}"
+    );
+    assert_eq!(d["ranks"], serde_json::json!([0, 1]), "{j}");
+
+    let (r, j) = run(3, "healthy", &[]);
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert!(j.get("replica_divergence").is_none(), "{j}");
+    assert_eq!(j["plan"]["replica_check_every"], 2, "{j}");
+}

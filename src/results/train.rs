@@ -144,6 +144,12 @@ pub struct TrainPlan {
     /// The fault this run injects (chaos).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub fault: Option<crate::fault::FaultPlan>,
+    /// Replicas' weights compared every this many steps (0: at the end only).
+    #[serde(default)]
+    pub replica_check_every: u64,
+    /// Test hook: (rank, step) that changes one weight after the step (--test-diverge).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub diverge: Option<(usize, u64)>,
 }
 
 impl TrainPlan {
@@ -366,6 +372,10 @@ pub struct TrainReport {
     pub final_weights_sha256: String,
     /// Whether every rank ended with the same weights.
     pub replicas_agree: bool,
+    /// The first step at which a replica's weights differed from the others'
+    /// (checked every `plan.replica_check_every` steps and at the end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_divergence: Option<ReplicaDivergence>,
     /// Problems that make the outcome "fail".
     pub problems: Vec<String>,
     /// pass, or fail when `problems` is not empty.
@@ -452,5 +462,58 @@ impl GradPath {
             GradPath::HostStaged => "CUDA gradients staged through host memory (MPI backend)",
             GradPath::Uploaded => "CPU gradients uploaded to the GPU for NCCL",
         }
+    }
+}
+
+/// The first replica check at which the ranks' weights differed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ReplicaDivergence {
+    /// The step after which the weights were compared.
+    pub step: u64,
+    /// The ranks named: those differing from the majority, or, with no majority,
+    /// every rank.
+    pub ranks: Vec<usize>,
+    /// Their hosts, in the same order.
+    pub hosts: Vec<String>,
+    /// Whether a strict majority of the ranks held the same weights.
+    pub majority: bool,
+}
+
+/// The ranks whose hash differs from the one a strict majority holds (`true`), or
+/// every rank when none has a majority (`false`); None when all agree.
+pub fn odd_replicas(hashes: &[String]) -> Option<(Vec<usize>, bool)> {
+    let first = hashes.first()?;
+    if hashes.iter().all(|h| h == first) {
+        return None;
+    }
+    let n = hashes.len();
+    match hashes
+        .iter()
+        .find(|h| 2 * hashes.iter().filter(|x| x == h).count() > n)
+    {
+        Some(m) => Some(((0..n).filter(|&r| hashes[r] != *m).collect(), true)),
+        None => Some(((0..n).collect(), false)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_odd_replica_is_the_one_off_the_majority() {
+        let h = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(odd_replicas(&h(&["a", "a", "a"])), None);
+        assert_eq!(odd_replicas(&h(&[])), None);
+        assert_eq!(
+            odd_replicas(&h(&["a", "a", "b", "a"])),
+            Some((vec![2], true))
+        );
+        assert_eq!(odd_replicas(&h(&["a", "b"])), Some((vec![0, 1], false)));
+        assert_eq!(
+            odd_replicas(&h(&["a", "a", "b", "b"])),
+            Some((vec![0, 1, 2, 3], false))
+        );
+        assert_eq!(odd_replicas(&h(&["b", "a", "a"])), Some((vec![0], true)));
     }
 }

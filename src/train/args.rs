@@ -77,6 +77,15 @@ pub struct TrainArgs {
     /// renamed), shard-done (shard durable), before-manifest (rank 0, all shards durable).
     #[arg(long, hide = true, value_name = "STEP:PHASE[:RANK]")]
     pub test_die: Option<String>,
+    /// Compare every replica's weights (a hash, all-gathered) every N steps and name a
+    /// replica that differs from the majority, with the first step it did (0: at the
+    /// end only).
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    pub replica_check_every: u64,
+    /// Test only: RANK:STEP — that rank changes one weight after STEP's update, as
+    /// a GPU that computed one value wrong would.
+    #[arg(long, hide = true, value_name = "RANK:STEP")]
+    pub test_diverge: Option<String>,
     /// Chaos: a fault this run injects on purpose (see `burnin chaos`).
     #[command(flatten)]
     pub fault: crate::fault::FaultArgs,
@@ -263,6 +272,10 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
         Some(t) => Some(parse_die(t, world_size)?),
         None => None,
     };
+    let diverge = match &args.test_diverge {
+        Some(t) => Some(parse_diverge(t, world_size)?),
+        None => None,
+    };
     let fault = crate::fault::plan(
         &args.fault,
         world_size,
@@ -289,7 +302,25 @@ pub fn plan(args: &TrainArgs, world_size: usize) -> Result<TrainPlan> {
         log_every: args.log_every,
         die,
         fault,
+        replica_check_every: args.replica_check_every,
+        diverge,
     })
+}
+
+/// `--test-diverge RANK:STEP`.
+fn parse_diverge(s: &str, world_size: usize) -> Result<(usize, u64)> {
+    let bad = |why: String| usage("--test-diverge", format!("{s:?}: {why}"));
+    let (r, st) = s
+        .split_once(':')
+        .ok_or_else(|| bad("expected RANK:STEP".into()))?;
+    let rank: usize = r.parse().map_err(|_| bad("RANK is not a number".into()))?;
+    let step: u64 = st.parse().map_err(|_| bad("STEP is not a number".into()))?;
+    if rank >= world_size {
+        return Err(bad(format!(
+            "rank {rank} is not below the {world_size} rank(s)"
+        )));
+    }
+    Ok((rank, step))
 }
 
 #[cfg(test)]

@@ -80,6 +80,23 @@ pub fn summary(r: &TrainReport) -> String {
         "replicas agree",
         if r.replicas_agree { "yes" } else { "NO" }.into(),
     );
+    if let Some(d) = &r.replica_divergence {
+        let who: Vec<String> = d
+            .ranks
+            .iter()
+            .zip(&d.hosts)
+            .map(|(r, h)| format!("rank {r} ({h})"))
+            .collect();
+        row(
+            "replicas first differ",
+            format!(
+                "after step {}: {}{}",
+                d.step,
+                who.join(", "),
+                if d.majority { "" } else { " (no majority)" }
+            ),
+        );
+    }
     let mut out = table::render(&["metric", "value"], &rows);
     if let Some(s) = &r.storage {
         out.push_str(&storage_section(s));

@@ -161,6 +161,20 @@ fn guarded<T>(dog: &Watchdog, what: &str, limit: Duration, f: impl FnOnce() -> T
     f()
 }
 
+/// `--test-diverge`: one weight of this replica changed after `step`, as a GPU that
+/// computed one value of the update wrong would leave it.
+fn diverge(model: &Model, step: u64) {
+    if let Some(p) = model.params.first() {
+        tch::no_grad(|| {
+            let flat = p.tensor.view([-1]);
+            let v = flat.double_value(&[0]);
+            let mut e = flat.get(0);
+            let _ = e.fill_(v * 1.5 + 1e-3);
+        });
+        eprintln!("burnin-train: step {step}: one weight of this replica changed (--test-diverge)");
+    }
+}
+
 fn weights_hash(model: &Model) -> Result<String> {
     hash_tensors(model.params.iter().map(|p| (p.name.as_str(), &p.tensor)))
 }
@@ -318,6 +332,8 @@ struct Progress {
     checkpoints: Vec<CkptWrite>,
     problems: Vec<String>,
     shares: report::ShareSums,
+    /// The first replica check at which the weights differed.
+    divergence: Option<results::train::ReplicaDivergence>,
 }
 
 impl<'a> Session<'a> {
@@ -448,6 +464,7 @@ impl<'a> Session<'a> {
             checkpoints: Vec::new(),
             problems: Vec::new(),
             shares: report::ShareSums::default(),
+            divergence: None,
         })
     }
 
@@ -478,6 +495,9 @@ impl<'a> Session<'a> {
             world.rank,
         )
         .with_context(|| format!("step {step}"))?;
+        if self.plan.diverge == Some((world.rank, step)) {
+            diverge(&self.model, step);
+        }
         // The straggler's sleep is its compute; the check-in is waiting for peers.
         out.rank.compute_s += pre.slow_s;
         out.rank.comm_s += pre.checkin_s;
@@ -509,8 +529,56 @@ impl<'a> Session<'a> {
         if let Some(r) = record {
             self.record(step, r, p)?;
         }
+        let every = self.plan.replica_check_every;
+        if every > 0 && step % every == 0 && step < self.plan.steps && p.divergence.is_none() {
+            let hashes = guarded(
+                &self.dog,
+                &format!("comparing the replicas' weights after step {step}"),
+                step_deadline,
+                || -> Result<Vec<String>> { world.all_gather_json(&weights_hash(&self.model)?) },
+            )?;
+            self.judge_replicas(step, &hashes, p);
+        }
         self.hooks.end_of_step(step);
         Ok(())
+    }
+
+    /// Name the replicas whose weights differ from the majority after `step` (the
+    /// first time only: a replica that diverged stays diverged).
+    fn judge_replicas(&self, step: u64, hashes: &[String], p: &mut Progress) {
+        let Some((ranks, majority)) = results::train::odd_replicas(hashes) else {
+            return;
+        };
+        let who: Vec<String> = ranks
+            .iter()
+            .map(|r| format!("rank {r} ({})", self.world.host_of(*r)))
+            .collect();
+        let text = if majority {
+            format!(
+                "step {step}: {} disagree(s) with the weights of the other {} replica(s)",
+                who.join(", "),
+                hashes.len() - ranks.len()
+            )
+        } else {
+            format!(
+                "step {step}: the replicas' weights disagree, no majority among {}: {}",
+                hashes.len(),
+                who.join(", ")
+            )
+        };
+        if self.world.rank == 0 {
+            println!("# replicas: {text}");
+        }
+        p.problems.push(format!("replicas diverged at {text}"));
+        p.divergence = Some(results::train::ReplicaDivergence {
+            step,
+            hosts: ranks
+                .iter()
+                .map(|r| self.world.host_of(*r).to_string())
+                .collect(),
+            ranks,
+            majority,
+        });
     }
 
     /// Write checkpoint `step` (collective); rank 0 says what it took.
@@ -582,7 +650,7 @@ impl<'a> Session<'a> {
     /// print and write the report.
     fn finish(self, mut p: Progress) -> Result<Outcome> {
         let timeout = self.hooks.deadlines().checkpoint();
-        let final_sha = self.check_replicas(&mut p.problems)?;
+        let final_sha = self.check_replicas(&mut p)?;
         let storage = if self.ctx.last_shard.is_some() && self.uses_ckpt {
             Some(self.measure_storage(&mut p, timeout)?)
         } else {
@@ -603,7 +671,7 @@ impl<'a> Session<'a> {
 
     /// Every rank must end with the same weights: this rank's hash and whether all
     /// agree (a problem names the ranks that differ from rank 0).
-    fn check_replicas(&self, problems: &mut Vec<String>) -> Result<(String, bool)> {
+    fn check_replicas(&self, p: &mut Progress) -> Result<(String, bool)> {
         let world = self.world;
         let final_sha = weights_hash(&self.model)?;
         let all_sha: Vec<String> = world.all_gather_json(&final_sha)?;
@@ -612,9 +680,13 @@ impl<'a> Session<'a> {
             let differ: Vec<usize> = (0..world.size)
                 .filter(|&r| all_sha[r] != all_sha[0])
                 .collect();
-            problems.push(format!(
+            p.problems.push(format!(
                 "ranks {differ:?} ended with other weights than rank 0"
             ));
+            if p.divergence.is_none() {
+                let last = self.plan.steps.max(p.start);
+                self.judge_replicas(last, &all_sha, p);
+            }
         }
         Ok((final_sha, replicas_agree))
     }
@@ -714,6 +786,7 @@ impl<'a> Session<'a> {
             checkpoints,
             problems,
             shares,
+            divergence,
         } = p;
         let ddp = &self.ddp;
         let step_time = report::step_stats(&records);
@@ -757,6 +830,7 @@ impl<'a> Session<'a> {
             storage,
             final_weights_sha256: final_sha,
             replicas_agree,
+            replica_divergence: divergence,
             problems,
             outcome: if outcome == Outcome::Pass {
                 "pass"
