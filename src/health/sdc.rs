@@ -28,7 +28,7 @@ use anyhow::Result;
 use cudarc::driver::result;
 use mpi::collective::CommunicatorCollectives;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Kinds a GPU rank computes, in hash order.
 pub const GPU_KINDS: [&str; 2] = ["fma", "memory"];
@@ -531,11 +531,6 @@ pub fn summary(r: &SdcReport) -> String {
         kinds.join(", "),
         r.findings_total
     )
-}
-
-/// The wall time a round may take before the watchdog names it.
-pub fn round_limit(timeout: Duration) -> Duration {
-    timeout.max(Duration::from_secs(60))
 }
 
 #[cfg(test)]
