@@ -711,12 +711,16 @@ fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
     let f = &sdc["fault"]["findings"][0];
     assert_eq!(
         (f["round"].as_u64(), f["kind"].as_str(), f["block"].as_u64()),
-        (Some(3), Some("fma"), Some(5)),
+        (Some(3), Some("gemm"), Some(5)),
         "{sdc}"
     );
-    assert!(std::fs::read_to_string(out.join("summary.md"))
-        .unwrap()
-        .contains("flipped bit (rank 1, round 3, fma, block 5) named exactly"));
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        md.contains(
+            "kinds fma, gemm, memory, reduce; first round agrees with the host on 4 of 4 ranks"
+        ) && md.contains("flipped bit (rank 1, round 3, gemm, block 5) named exactly"),
+        "{md}"
+    );
     assert!(
         status("preflight")
             .1
@@ -1444,13 +1448,24 @@ fn sdc_vote_names_the_gpu_kind_round_and_block_that_disagree() {
     );
     assert_eq!(
         j["ranks"][3]["kinds"],
-        serde_json::json!(["fma", "memory"]),
+        serde_json::json!(["fma", "memory", "gemm", "reduce"]),
         "{j}"
     );
     assert_eq!(j["ranks"][2]["model"], "NVIDIA H200", "{j}");
-    // Each GPU's first fma round equals the host's chains bit for bit.
+    // Each GPU's first round equals the host's bit for bit: the fma chains, the f64
+    // sums, and the product (the twin runs the host build of the mma kernel, whose
+    // warp stand-in is a chain of FMAs in k order: the host's plain reference).
     for rank in j["ranks"].as_array().unwrap() {
         assert_eq!(rank["host_check"], true, "{j}");
+        assert_eq!(
+            rank["host_checks"],
+            serde_json::json!([
+                "fma: equal to the host bit for bit",
+                "gemm: equal to the host bit for bit",
+                "reduce: equal to the host bit for bit"
+            ]),
+            "{j}"
+        );
     }
     assert_eq!(
         verdict_of(&r, "no rank's output disagrees"),
@@ -1494,6 +1509,36 @@ fn sdc_vote_names_the_gpu_kind_round_and_block_that_disagree() {
     assert!(
         d.contains("GPU 1 (rank 1, PCI ") && d.contains("differs from the host's chains"),
         "{d}"
+    );
+
+    // A bit of rank 2's tensor-core product at round 4, block 3: named exactly.
+    let (r, j) = sdc("sdc-gemm", 4, "8", &["--sdc-fault", "2:4:gemm:3"], &[]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let f = &j["findings"][0];
+    assert_eq!(
+        (f["round"].as_u64(), f["kind"].as_str(), f["block"].as_u64()),
+        (Some(4), Some("gemm"), Some(3)),
+        "{j}"
+    );
+    assert_eq!(
+        (f["ranks"].clone(), j["findings_total"].as_u64()),
+        (serde_json::json!([2]), Some(1)),
+        "{j}"
+    );
+
+    // GPUs older than Ampere (the twin as compute capability 7.5) cannot run the
+    // tensor-core product: they vote with fma and memory, and say why.
+    let (r, j) = sdc("sdc-turing", 2, "5", &[], &[("TWIN_CC", "75")]);
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert_eq!(
+        j["ranks"][1]["kinds"],
+        serde_json::json!(["fma", "memory"]),
+        "{j}"
+    );
+    let notes = j["ranks"][1]["host_checks"].to_string();
+    assert!(
+        notes.contains("gemm, reduce: not run (GPU 1 is compute capability 7.5: the tensor-core product needs 8.0 or newer)"),
+        "{notes}"
     );
 
     // 8 GPUs, one bit of rank 5's memory output at round 700, block 11: only that.

@@ -205,12 +205,34 @@ fn an_acceptance_through_slurm_passes_when_healthy_and_fails_naming_a_slow_node(
         "sweep.no_outlier",
         "train.resume_parity",
         "chaos.no_hang",
+        "gpu.sdc",
     ] {
         let c = criteria
             .iter()
             .find(|c| c["id"] == id)
             .unwrap_or_else(|| panic!("criterion {id}: {acc}"));
         assert_eq!(c["status"], "pass", "{c}");
+    }
+    // The SDC vote ran on the 8 CPU ranks (the card's [gpu] sdc_s); the criteria
+    // only a GPU can answer are NOT RUN, each with its reason.
+    let sdc = criteria.iter().find(|c| c["id"] == "gpu.sdc").unwrap();
+    let m = sdc["measured"].as_str().unwrap_or_default();
+    assert!(
+        m.starts_with("0 disagreement(s) in ")
+            && m.contains(" of 8 voting rank(s); CPU ranks only"),
+        "{sdc}"
+    );
+    let gpu_only: Vec<&Value> = criteria
+        .iter()
+        .filter(|c| c["phase"] == "gpu" && c["id"] != "gpu.sdc")
+        .collect();
+    assert!(!gpu_only.is_empty(), "{acc}");
+    for c in gpu_only {
+        assert_eq!(c["status"], "not_run", "{c}");
+        assert!(
+            c["detail"].as_str().is_some_and(|d| d.contains("GPU")),
+            "{c}"
+        );
     }
 
     // 2. node2's link at a quarter of the others': the sweep names it, exit 1.

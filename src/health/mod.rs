@@ -447,6 +447,7 @@ fn work(
             kinds: Vec::new(),
             disagreements: 0,
             host_check: None,
+            host_checks: Vec::new(),
         };
         let r = sdc::rounds(world, &plan, me, m.dev.as_ref(), phase_t0);
         stage.set("idle");

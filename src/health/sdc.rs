@@ -10,10 +10,18 @@
 //!   everywhere, so a healthy GPU and a healthy CPU give the same bits.
 //! - `memory`: the round's pattern written to the device (or RAM), copied to a second
 //!   buffer there, and read back.
-//! - `gemm` and `reduce` (CPU ranks only): an n×n f32 matrix product with one FMA per
-//!   term in a fixed k order, and f64 sums of the memory pattern in a fixed order. The
-//!   GPU versions (a tensor-core `mma` product, a fixed-order reduction kernel) are
-//!   not built yet: on a GPU rank only fma and memory vote.
+//! - `gemm`: a matrix product. CPU ranks: n×n f32 with one FMA per term in a fixed k
+//!   order. GPU ranks (Ampere or newer, `sdc.cu`): n×n bf16 operands made on the GPU
+//!   from the seed, multiplied on the tensor cores (`mma.sync.m16n8k16`, f32
+//!   accumulation, each tile's k loop in a fixed order). A tensor core does not round
+//!   like a chain of FMAs, so GPUs of one model agree bit for bit and the host only
+//!   checks the product within a bound.
+//! - `reduce`: f64 sums of 64 pattern words each, in a fixed order (on a GPU: the
+//!   words made on the device, one thread a sum): IEEE additions, so GPU and host
+//!   agree bit for bit.
+//!
+//! A GPU older than Ampere (or one whose driver refuses the SDC PTX) votes with fma
+//! and memory only, and its rank's host-check notes say why.
 //!
 //! The round's hashes go to every rank in one all-gather (with rank 0's "go on"), and
 //! rank 0 votes. Every rank makes the same MPI calls in the same order whatever its
@@ -21,17 +29,20 @@
 use super::copy::{fill_pattern, wait_idle, Pinned, STAGE_LIMIT};
 use crate::backend::nccl::device::{cuda_error, Device, DeviceBuffer};
 use crate::backend::nccl::kernels::{self, Kernels};
+use crate::backend::nccl::sdc_kernels::{self, SdcKernels};
 use crate::error::usage;
 use crate::results::sdc::{self, Ballot, SdcFinding, SdcRank, SdcReport, BLOCKS};
 use crate::world::World;
 use anyhow::Result;
 use cudarc::driver::result;
 use mpi::collective::CommunicatorCollectives;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Kinds a GPU rank computes, in hash order.
-pub const GPU_KINDS: [&str; 2] = ["fma", "memory"];
+/// Kinds a GPU rank computes, in hash order (the first two only on a GPU that cannot
+/// run the SDC kernels).
+pub const GPU_KINDS: [&str; 4] = ["fma", "memory", "gemm", "reduce"];
 /// Kinds a CPU rank computes, in hash order.
 pub const CPU_KINDS: [&str; 4] = ["fma", "memory", "gemm", "reduce"];
 
@@ -83,6 +94,84 @@ pub fn memory_host(bytes: usize, seed: u64) -> Vec<u8> {
 pub fn gemm_order(bytes: usize) -> usize {
     let n = ((bytes / 4) as f64).sqrt() as usize;
     (n / 16 * 16).clamp(16, 256)
+}
+
+/// The matrix order of a GPU's gemm kind for `bytes` a kind: half the order whose
+/// f32 output would fill `bytes`, a multiple of 16 from 16 to 1024 (16 MiB: 1024,
+/// 2.1 GFLOP a round).
+pub fn gemm_order_gpu(bytes: usize) -> usize {
+    let n = ((bytes / 4) as f64).sqrt() as usize / 2;
+    (n / 16 * 16).clamp(16, 1024)
+}
+
+/// A bf16 operand of the GPU's product from a pattern word (`sdc_bf16` in sdc.cu):
+/// ±[0.5, 2) with 8 significant bits, so every product of two is exact in f32.
+pub fn bf16_operand(w: u64) -> f32 {
+    let bits = ((w >> 63) << 15) | ((126 + ((w >> 62) & 1)) << 7) | ((w >> 40) & 0x7f);
+    f32::from_bits((bits as u32) << 16)
+}
+
+/// The GPU product's operands for order n: A row-major and B row-major, as f32.
+fn mma_operands(n: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let make = |s: u64| {
+        (0..n * n)
+            .map(|e| bf16_operand(super::copy::pattern_word(s, e as u64)))
+            .collect()
+    };
+    (make(seed), make(seed ^ 0xB))
+}
+
+/// The GPU product as a chain of FMAs in k order (the twin's host build computes
+/// exactly this; a tensor core rounds otherwise, within [`mma_check`]'s bound).
+pub fn mma_host(n: usize, seed: u64) -> Vec<u8> {
+    let (a, b) = mma_operands(n, seed);
+    let mut out = Vec::with_capacity(n * n * 4);
+    for i in 0..n {
+        for j in 0..n {
+            let c = (0..n).fold(0f32, |c, k| a[i * n + k].mul_add(b[k * n + j], c));
+            out.extend_from_slice(&c.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Compare a GPU's product (`out`, n×n f32) with the host on some rows (about
+/// [`sdc::HOST_CHECKED`] elements, spread over the matrix): "equal" when every
+/// element is the host's FMA chain bit for bit, "within" when each is within
+/// 2⁻¹² × Σ|aₖbₖ| of the exact sum, Err naming the first element that is not.
+pub fn mma_check(out: &[u8], n: usize, seed: u64) -> Result<&'static str, String> {
+    let (a, b) = mma_operands(n, seed);
+    let rows = (sdc::HOST_CHECKED / n).clamp(1, n);
+    let mut equal = true;
+    for r in 0..rows {
+        let i = r * n / rows;
+        for j in 0..n {
+            let (mut chain, mut exact, mut size) = (0f32, 0f64, 0f64);
+            for k in 0..n {
+                chain = a[i * n + k].mul_add(b[k * n + j], chain);
+                let p = f64::from(a[i * n + k]) * f64::from(b[k * n + j]);
+                exact += p;
+                size += p.abs();
+            }
+            let at = (i * n + j) * 4;
+            let Some(got) = out.get(at..at + 4) else {
+                return Err(format!(
+                    "the output is {} bytes, not {}",
+                    out.len(),
+                    n * n * 4
+                ));
+            };
+            let got = f32::from_le_bytes([got[0], got[1], got[2], got[3]]);
+            equal &= got.to_bits() == chain.to_bits();
+            if (f64::from(got) - exact).abs() > size / 4096.0 || got.is_nan() {
+                return Err(format!(
+                    "row {i} column {j}: {got} where the exact sum is {exact} (bound {:.3e})",
+                    size / 4096.0
+                ));
+            }
+        }
+    }
+    Ok(if equal { "equal" } else { "within" })
 }
 
 /// A value in [-1, 1) with 24 significant bits from a pattern word.
@@ -207,10 +296,15 @@ impl Fault {
         })
     }
 
+    /// Whether the fault is this rank's, in this round, of this kind.
+    fn hits(&self, rank: usize, round: u64, kind: &str) -> bool {
+        self.rank == rank && self.round == round && self.kind == kind
+    }
+
     /// Flip bit 0 of the middle 4-byte element of the block, when it is this one.
     fn apply(&self, rank: usize, round: u64, kind: &str, out: &mut [u8]) {
         let r = block_range(out.len(), self.block);
-        if self.rank == rank && self.round == round && self.kind == kind && !r.is_empty() {
+        if self.hits(rank, round, kind) && !r.is_empty() {
             let i = (r.start + (r.end - r.start) / 2) & !3;
             out[i.min(out.len() - 1)] ^= 1;
             eprintln!(
@@ -231,10 +325,64 @@ pub struct Plan {
     pub fault: Option<Fault>,
 }
 
+/// The gemm and reduce kinds' kernels and buffers on one GPU.
+struct SdcOnGpu {
+    k: SdcKernels,
+    n: usize,
+    sums: usize,
+    a: DeviceBuffer,
+    bt: DeviceBuffer,
+    c: DeviceBuffer,
+    words: DeviceBuffer,
+    out: DeviceBuffer,
+}
+
+/// Sums of the reduce kind for `bytes` a kind (at least 16: one a block).
+pub fn reduce_sums(bytes: usize) -> usize {
+    (bytes / 8).max(1024) / sdc_kernels::REDUCE_WORDS as usize
+}
+
+impl SdcOnGpu {
+    fn new(dev: &Arc<Device>, bytes: usize) -> anyhow::Result<SdcOnGpu> {
+        let k = SdcKernels::load(dev)?;
+        let n = gemm_order_gpu(bytes);
+        let sums = reduce_sums(bytes);
+        let words = sums * sdc_kernels::REDUCE_WORDS as usize * 8;
+        let alloc = |len| DeviceBuffer::alloc(dev, len);
+        let bufs = (|| {
+            Ok::<_, anyhow::Error>((
+                alloc(n * n * 2)?,
+                alloc(n * n * 2)?,
+                alloc(n * n * 4)?,
+                alloc(words)?,
+                alloc(sums * 8)?,
+            ))
+        })();
+        match bufs {
+            Ok((a, bt, c, words, out)) => Ok(SdcOnGpu {
+                k,
+                n,
+                sums,
+                a,
+                bt,
+                c,
+                words,
+                out,
+            }),
+            Err(e) => {
+                k.unload();
+                Err(e)
+            }
+        }
+    }
+}
+
 /// One GPU's buffers for the rounds.
 struct OnGpu {
     dev: Arc<Device>,
     k: Option<Kernels>,
+    /// The gemm and reduce kinds, or why they cannot run on this GPU.
+    sdc: Result<SdcOnGpu, String>,
     fma: DeviceBuffer,
     src: DeviceBuffer,
     dst: DeviceBuffer,
@@ -251,12 +399,61 @@ impl OnGpu {
             src: alloc(bytes)?,
             dst: alloc(bytes)?,
             host: Pinned::alloc(dev, bytes)?,
+            sdc: SdcOnGpu::new(dev, bytes).map_err(|e| format!("{e:#}")),
             k: Some(k),
         })
     }
 
-    /// The fma kind's output, back in host memory.
-    fn fma(&mut self, iters: u64, b: f32) -> Result<Vec<u8>, String> {
+    /// The gemm or reduce kind's output, back in `host` (its length: both are at
+    /// most `bytes` long, n² f32 with n ≤ half the order that fills it, bytes/64 sums).
+    fn sdc_kind(&mut self, kind: &str, seed: u64) -> Result<usize, String> {
+        let d = &self.dev;
+        let x = self.sdc.as_ref().map_err(|e| e.clone())?;
+        super::copy::not_hung(d)?;
+        d.bind().map_err(|e| format!("{e:#}"))?;
+        let stream = d.raw_stream();
+        let (from, len) = if kind == "gemm" {
+            // SAFETY: a and bt hold n² bf16, c n² f32 on this GPU, alive in `self`.
+            unsafe {
+                sdc_kernels::product(
+                    &x.k,
+                    stream,
+                    (x.a.ptr(), x.bt.ptr(), x.c.ptr()),
+                    x.n as u64,
+                    seed,
+                )
+            }
+            .map_err(|e| format!("{e:#}"))?;
+            (x.c.ptr(), x.n * x.n * 4)
+        } else {
+            // SAFETY: words holds sums × 64 u64 and out sums f64 on this GPU.
+            unsafe {
+                sdc_kernels::sums(
+                    &x.k,
+                    stream,
+                    (x.words.ptr(), x.out.ptr()),
+                    x.sums as u64,
+                    seed,
+                )
+            }
+            .map_err(|e| format!("{e:#}"))?;
+            (x.out.ptr(), x.sums * 8)
+        };
+        let host = &mut self.host.bytes_mut()[..len];
+        // SAFETY: `from` holds len bytes on this GPU and `host` as many pinned bytes;
+        // the stream is waited for before `host` is read.
+        unsafe { result::memcpy_dtoh_async(host, from, stream) }.map_err(|e| {
+            format!(
+                "{:#}",
+                cuda_error(&format!("copying the {kind} results back"), e)
+            )
+        })?;
+        wait_idle(d, &format!("an SDC {kind} round"), STAGE_LIMIT)?;
+        Ok(len)
+    }
+
+    /// The fma kind's output, back in `host` (its length).
+    fn fma(&mut self, iters: u64, b: f32) -> Result<usize, String> {
         let d = &self.dev;
         let Some(k) = &self.k else {
             return Err("the kernels are unloaded".into());
@@ -282,11 +479,11 @@ impl OnGpu {
                 .map_err(|e| format!("{:#}", cuda_error("copying the fma results back", e)))?;
         }
         wait_idle(d, "an SDC fma round", STAGE_LIMIT)?;
-        Ok(self.host.bytes().to_vec())
+        Ok(self.host.bytes().len())
     }
 
-    /// The memory kind: pattern up, copied on the device, back.
-    fn memory(&mut self, seed: u64) -> Result<Vec<u8>, String> {
+    /// The memory kind: pattern up, copied on the device, back in `host` (its length).
+    fn memory(&mut self, seed: u64) -> Result<usize, String> {
         let d = &self.dev;
         super::copy::not_hung(d)?;
         d.bind().map_err(|e| format!("{e:#}"))?;
@@ -309,7 +506,7 @@ impl OnGpu {
                 .map_err(|e| format!("{:#}", cuda_error("copying the pattern back", e)))?;
         }
         wait_idle(d, "an SDC memory round (back)", STAGE_LIMIT)?;
-        Ok(self.host.bytes().to_vec())
+        Ok(self.host.bytes().len())
     }
 }
 
@@ -317,6 +514,10 @@ impl Drop for OnGpu {
     fn drop(&mut self) {
         if let Some(k) = self.k.take().filter(|_| !self.dev.is_poisoned()) {
             k.unload();
+        }
+        let sdc = std::mem::replace(&mut self.sdc, Err(String::new()));
+        if let Some(x) = sdc.ok().filter(|_| !self.dev.is_poisoned()) {
+            x.k.unload();
         }
     }
 }
@@ -356,10 +557,14 @@ pub fn rounds(
         None => None,
     };
     let mut me = me;
-    me.kinds = if dev.is_some() {
-        &GPU_KINDS[..]
-    } else {
-        &CPU_KINDS[..]
+    me.kinds = match (dev, &gpu) {
+        (None, _) => &CPU_KINDS[..],
+        (Some(_), Some(OnGpu { sdc: Err(why), .. })) => {
+            me.host_checks
+                .push(format!("gemm, reduce: not run ({why})"));
+            &GPU_KINDS[..2]
+        }
+        (Some(_), _) => &GPU_KINDS[..],
     }
     .iter()
     .map(|s| s.to_string())
@@ -392,12 +597,15 @@ pub fn rounds(
         round += 1;
     }
     drop(gpu);
-    let checks: Vec<Option<bool>> = world.all_gather_json(&me.host_check).unwrap_or_default();
+    let checks: Vec<(Option<bool>, Vec<String>)> = world
+        .all_gather_json(&(me.host_check, me.host_checks.clone()))
+        .unwrap_or_default();
     if world.rank != 0 {
         return None;
     }
-    for (x, c) in ranks.iter_mut().zip(checks) {
+    for (x, (c, notes)) in ranks.iter_mut().zip(checks) {
         x.host_check = c;
+        x.host_checks = notes;
     }
     times.sort_by(f64::total_cmp);
     Some(SdcReport {
@@ -466,25 +674,37 @@ fn hash_round(
     hashes: &mut [u64],
 ) {
     let (iters, b) = fma_params(seed);
-    for (k, kind) in me.kinds.iter().enumerate() {
-        let out = match (kind.as_str(), gpu.as_mut()) {
-            ("fma", Some(g)) => g.fma(iters, b),
-            ("memory", Some(g)) => g.memory(seed),
-            ("fma", None) => Ok(fma_host(plan.bytes / 4, iters, b)),
-            ("memory", None) => Ok(memory_host(plan.bytes, seed)),
-            ("gemm", _) => Ok(gemm_host(gemm_order(plan.bytes), seed)),
-            _ => Ok(reduce_host(plan.bytes, seed)),
-        };
-        if kind == "fma" && gpu.is_some() && round == plan.first_round {
-            if let Ok(o) = &out {
-                let n = (o.len() / 4).min(sdc::HOST_CHECKED);
-                me.host_check = Some(o[..n * 4] == fma_host(n, iters, b)[..]);
+    let on_gpu = gpu.is_some();
+    for (k, kind) in me.kinds.clone().iter().enumerate() {
+        // A GPU's output is hashed where it landed (pinned memory), not copied.
+        fn on(g: &OnGpu, len: Result<usize, String>) -> Result<Cow<'_, [u8]>, String> {
+            len.map(|n| Cow::Borrowed(&g.host.bytes()[..n]))
+        }
+        let out: Result<Cow<[u8]>, String> = match (kind.as_str(), gpu.as_mut()) {
+            ("fma", Some(g)) => {
+                let n = g.fma(iters, b);
+                on(g, n)
             }
+            ("memory", Some(g)) => {
+                let n = g.memory(seed);
+                on(g, n)
+            }
+            (_, Some(g)) => {
+                let n = g.sdc_kind(kind, seed);
+                on(g, n)
+            }
+            ("fma", None) => Ok(Cow::Owned(fma_host(plan.bytes / 4, iters, b))),
+            ("memory", None) => Ok(Cow::Owned(memory_host(plan.bytes, seed))),
+            ("gemm", _) => Ok(Cow::Owned(gemm_host(gemm_order(plan.bytes), seed))),
+            _ => Ok(Cow::Owned(reduce_host(plan.bytes, seed))),
+        };
+        if let (true, true, Ok(o)) = (on_gpu, round == plan.first_round, &out) {
+            check_with_host(me, kind, o, plan.bytes, seed);
         }
         match out {
             Ok(mut out) => {
-                if let Some(f) = &plan.fault {
-                    f.apply(rank, round, kind, &mut out);
+                if let Some(f) = plan.fault.as_ref().filter(|f| f.hits(rank, round, kind)) {
+                    f.apply(rank, round, kind, out.to_mut());
                 }
                 hashes[k * BLOCKS..(k + 1) * BLOCKS].copy_from_slice(&block_hashes(&out));
             }
@@ -494,6 +714,39 @@ fn hash_round(
             }
         }
     }
+}
+
+/// A GPU's first round against the host: fma (its first [`sdc::HOST_CHECKED`]
+/// elements) and reduce bit for bit, gemm within [`mma_check`]'s bound. Each kind adds
+/// a note; `host_check` is whether all of them held.
+fn check_with_host(me: &mut SdcRank, kind: &str, out: &[u8], bytes: usize, seed: u64) {
+    let (iters, b) = fma_params(seed);
+    let verdict = match kind {
+        "fma" => {
+            let n = (out.len() / 4).min(sdc::HOST_CHECKED);
+            if out[..n * 4] == fma_host(n, iters, b)[..] {
+                Ok("equal")
+            } else {
+                Err("differs from the host's chains (f32::mul_add)".to_string())
+            }
+        }
+        "reduce" => {
+            if out == reduce_host(bytes, seed) {
+                Ok("equal")
+            } else {
+                Err("differs from the host's f64 sums".to_string())
+            }
+        }
+        "gemm" => mma_check(out, gemm_order_gpu(bytes), seed),
+        _ => return,
+    };
+    let ok = verdict.is_ok();
+    me.host_checks.push(match verdict {
+        Ok("equal") => format!("{kind}: equal to the host bit for bit"),
+        Ok(_) => format!("{kind}: within 2^-12 of the exact sums (tensor-core rounding)"),
+        Err(e) => format!("{kind}: {e}"),
+    });
+    me.host_check = Some(me.host_check.unwrap_or(true) && ok);
 }
 
 /// Each finding's temperature and SM clock: the first named rank's NVML sample
@@ -601,6 +854,56 @@ mod tests {
             })
             .sum();
         assert_eq!(s0, direct);
+    }
+
+    #[test]
+    fn the_gpu_product_reference_and_its_bound() {
+        assert_eq!(
+            (
+                gemm_order_gpu(4096),
+                gemm_order_gpu(4 << 20),
+                gemm_order_gpu(16 << 20)
+            ),
+            (16, 512, 1024)
+        );
+        assert_eq!(gemm_order_gpu(1 << 30), 1024);
+        assert_eq!((reduce_sums(4096), reduce_sums(16 << 20)), (16, 32_768));
+        // Operands: bf16 values (low 16 bits zero) in ±[0.5, 2), both signs.
+        let v: Vec<f32> = (0..1000)
+            .map(|i| bf16_operand(super::super::copy::pattern_word(7, i)))
+            .collect();
+        assert!(v
+            .iter()
+            .all(|x| x.to_bits() & 0xffff == 0 && (0.5..2.0).contains(&x.abs())));
+        assert!(v.iter().any(|x| *x < 0.0) && v.iter().any(|x| *x >= 1.0));
+        // The reference is a plain triple loop of FMAs in k order.
+        let n = 32;
+        let out = mma_host(n, 5);
+        let a = |e: usize| bf16_operand(super::super::copy::pattern_word(5, e as u64));
+        let b = |e: usize| bf16_operand(super::super::copy::pattern_word(5 ^ 0xB, e as u64));
+        for (i, j) in [(0, 0), (3, 31), (31, 7)] {
+            let mut c = 0f32;
+            for k in 0..n {
+                c = a(i * n + k).mul_add(b(k * n + j), c);
+            }
+            let got = f32::from_le_bytes(out[(i * n + j) * 4..][..4].try_into().unwrap());
+            assert_eq!(got.to_bits(), c.to_bits(), "{i} {j}");
+        }
+        assert_eq!(mma_check(&out, n, 5), Ok("equal"));
+        // Another rounding (one ulp off) is within the bound; a tile in the wrong
+        // place (what a fragment-layout error gives) is not, and is located.
+        let mut ulp = out.clone();
+        let x = f32::from_le_bytes(ulp[40..44].try_into().unwrap());
+        ulp[40..44].copy_from_slice(&f32::from_bits(x.to_bits() + 1).to_le_bytes());
+        assert_eq!(mma_check(&ulp, n, 5), Ok("within"));
+        let mut swapped = out.clone();
+        swapped[..4].copy_from_slice(&out[4..8]);
+        swapped[4..8].copy_from_slice(&out[..4]);
+        let e = mma_check(&swapped, n, 5).unwrap_err();
+        assert!(e.starts_with("row 0 column 0: "), "{e}");
+        assert!(mma_check(&out[..100], n, 5)
+            .unwrap_err()
+            .contains("100 bytes"));
     }
 
     #[test]

@@ -370,7 +370,7 @@ fn sdc_section(d: &mut Doc, x: &crate::results::sdc::SdcReport) {
                 "model",
                 "kinds",
                 "rounds named",
-                "first fma round vs host",
+                "first round vs host",
             ],
             rows,
         );
@@ -435,6 +435,7 @@ mod tests {
                 kinds: vec!["fma".into(), "memory".into()],
                 disagreements: u32::from(r == 2) * 2,
                 host_check: Some(r != 1),
+                host_checks: Vec::new(),
                 ..Default::default()
             })
             .collect();

@@ -223,9 +223,12 @@ fn sdc(c: Criterion, s: &super::sdc::SdcReport, max: u64) -> Criterion {
         "{} disagreement(s) in {} round(s) of {} voting rank(s)",
         s.findings_total, s.rounds, voting
     );
+    if s.ranks.iter().all(|r| r.gpu.is_none()) {
+        measured.push_str("; CPU ranks only (no GPU: the GPU kernels did not run)");
+    }
     if !checked.is_empty() {
         measured.push_str(&format!(
-            "; {} of {} GPU(s) equal to the host's fma",
+            "; {} of {} GPU(s) agree with the host",
             checked.iter().filter(|x| **x).count(),
             checked.len()
         ));
@@ -236,10 +239,25 @@ fn sdc(c: Criterion, s: &super::sdc::SdcReport, max: u64) -> Criterion {
         .iter()
         .filter(|r| r.host_check == Some(false))
         .map(|r| {
-            format!(
-                "{}: the first round's fma output differs from the host's chains",
-                super::sdc::name(r)
-            )
+            let what: Vec<&str> = r
+                .host_checks
+                .iter()
+                .filter(|n| !n.contains(": equal") && !n.contains(": within"))
+                .filter(|n| !n.contains(": not run"))
+                .map(String::as_str)
+                .collect();
+            if what.is_empty() {
+                format!(
+                    "{}: the first round's fma output differs from the host's chains",
+                    super::sdc::name(r)
+                )
+            } else {
+                format!(
+                    "{}: the first round differs from the host ({})",
+                    super::sdc::name(r),
+                    what.join("; ")
+                )
+            }
         })
         .collect();
     if s.findings_total > max {
@@ -1293,6 +1311,7 @@ mod tests {
                 kinds: vec!["fma".into(), "memory".into()],
                 disagreements: findings.iter().filter(|f| f.ranks.contains(&r)).count() as u32,
                 host_check: Some(true),
+                host_checks: Vec::new(),
                 ..Default::default()
             })
             .collect();
@@ -1331,7 +1350,7 @@ mod tests {
         r.sdc = Some(sdc_report(vec![]));
         let k = one(&judged(&r), "gpu.sdc").clone();
         assert_eq!(k.status, Status::Pass, "{k:#?}");
-        assert_eq!(k.measured, "0 disagreement(s) in 100 round(s) of 3 voting rank(s); 3 of 3 GPU(s) equal to the host's fma");
+        assert_eq!(k.measured, "0 disagreement(s) in 100 round(s) of 3 voting rank(s); 3 of 3 GPU(s) agree with the host");
         r.sdc = Some(sdc_report(vec![f(7), f(9)]));
         let k = one(&judged(&r), "gpu.sdc").clone();
         assert_eq!(k.status, Status::Fail);

@@ -33,11 +33,17 @@ pub struct SdcRank {
     /// Rounds in which this rank was named (in the minority, or in a group without a
     /// majority).
     pub disagreements: u32,
-    /// GPU ranks: whether the first round's fma output (its first [`HOST_CHECKED`]
-    /// elements) equals the host's `f32::mul_add` chains bit for bit — a check that
-    /// needs no other GPU; null on CPU ranks or when the round did not run.
+    /// GPU ranks: whether the first round agreed with the host — fma (its first
+    /// [`HOST_CHECKED`] elements) and reduce bit for bit, the tensor-core gemm within
+    /// a bound (see `host_checks`) — a check that needs no other GPU; null on CPU
+    /// ranks or when the round did not run.
     #[serde(default)]
     pub host_check: Option<bool>,
+    /// GPU ranks: one note per kind compared with the host in the first round ("fma:
+    /// equal to the host bit for bit", "gemm: within …", or what differed), and why
+    /// a kind did not run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_checks: Vec<String>,
 }
 
 /// Elements of the first round's fma output a GPU rank compares with the host.

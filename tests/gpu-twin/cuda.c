@@ -65,6 +65,7 @@ enum {
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
   CUDA_ERROR_INVALID_CONTEXT = 201,
   CUDA_ERROR_INVALID_HANDLE = 400,
@@ -125,6 +126,13 @@ __attribute__((destructor)) static void write_counts(void) {
 /* ------------------------------------------------------------------ kernels */
 #define BURNIN_KERNEL_HOST 1
 #include "../../src/backend/nccl/kernels.cu"
+#include "../../src/backend/nccl/sdc.cu"
+
+/* The twin's compute capability, major * 10 + minor (TWIN_CC, default 90: Hopper). */
+static int twin_cc(void) {
+  long cc = twin_env_long("TWIN_CC", 90);
+  return cc >= 30 && cc <= 200 ? (int)cc : 90;
+}
 
 /* ------------------------------------------------------------------ devices */
 static int g_init;
@@ -271,8 +279,8 @@ API CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
   if (!v) return CUDA_ERROR_INVALID_VALUE;
   switch (attr) {
     case 16: *v = 132; break; /* multiprocessors */
-    case 75: *v = 9; break;   /* compute capability major */
-    case 76: *v = 0; break;   /* minor */
+    case 75: *v = twin_cc() / 10; break; /* compute capability major */
+    case 76: *v = twin_cc() % 10; break; /* minor */
     case 115: *v = 1; break;  /* memory pools supported (cuMemAllocAsync) */
     default: *v = 0; break;
   }
@@ -1001,11 +1009,17 @@ API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
 }
 
 /* ------------------------------------------------------------------ modules */
+/* burnin's two PTX images: kernels.ptx (fill, check, fma; sm_52) and sdc.ptx (the SDC
+ * vote's operands, mma, pattern and reduce; sm_80). */
+enum { FN_FILL, FN_CHECK, FN_FMA, FN_OPERANDS, FN_MMA, FN_PATTERN, FN_REDUCE, FN_N };
+static const char *const fn_names[FN_N] = {"burnin_fill",         "burnin_check", "burnin_fma",
+                                           "burnin_sdc_operands", "burnin_mma",   "burnin_sdc_pattern",
+                                           "burnin_sdc_reduce"};
 struct twin_module {
   int unloaded;
-  unsigned maxntid[3]; /* each kernel's .maxntid (0: none), by FN_* */
+  int has[FN_N];           /* the entries the image holds */
+  unsigned maxntid[FN_N];  /* each kernel's .maxntid (0: none), by FN_* */
 };
-enum { FN_FILL, FN_CHECK, FN_FMA };
 struct twin_fn {
   int which;
   struct twin_module *m;
@@ -1017,19 +1031,34 @@ API CUresult cuModuleLoadData(CUmodule *out, const void *image) {
   if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
   if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
   const char *ptx = image;
-  /* burnin ships PTX text with its two kernels; anything else is not an image the
-   * twin can run (it has no JIT: it runs the host build of kernels.cu). */
-  if (!strstr(ptx, ".version") || !strstr(ptx, ".target") ||
-      !strstr(ptx, ".entry burnin_fill(") || !strstr(ptx, ".entry burnin_check(") ||
-      !strstr(ptx, ".entry burnin_fma("))
-    return CUDA_ERROR_INVALID_IMAGE;
+  /* burnin ships PTX text with its kernels; anything else is not an image the twin
+   * can run (it has no JIT: it runs the host build of kernels.cu and sdc.cu). */
+  const char *target = strstr(ptx, ".target sm_");
+  if (!strstr(ptx, ".version") || !target) return CUDA_ERROR_INVALID_IMAGE;
+  /* The JIT cannot build code for a newer GPU than this one. */
+  if (atoi(target + 11) > twin_cc()) {
+    complain("%s: PTX for sm_%llu on an older GPU (TWIN_CC)", "cuModuleLoadData",
+             (unsigned long long)atoi(target + 11));
+    return CUDA_ERROR_INVALID_PTX;
+  }
   struct twin_module *m = calloc(1, sizeof *m);
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
-  /* The JIT honours each entry's .maxntid: a launch with a larger block fails. */
-  static const char *const entries[3] = {".entry burnin_fill(", ".entry burnin_check(", ".entry burnin_fma("};
-  for (int i = 0; i < 3; i++) {
-    const char *e = strstr(ptx, entries[i]), *body = e ? strchr(e, '{') : NULL, *n = e ? strstr(e, ".maxntid ") : NULL;
+  int found = 0;
+  for (int i = 0; i < FN_N; i++) {
+    char entry[64];
+    snprintf(entry, sizeof entry, ".entry %s(", fn_names[i]);
+    const char *e = strstr(ptx, entry), *body = e ? strchr(e, '{') : NULL, *n = e ? strstr(e, ".maxntid ") : NULL;
+    if (!e) continue;
+    m->has[i] = 1;
+    found++;
+    /* The JIT honours each entry's .maxntid: a launch with a larger block fails. */
     if (n && n < body) m->maxntid[i] = (unsigned)strtoul(n + 9, NULL, 10);
+  }
+  int kernels = m->has[FN_FILL] && m->has[FN_CHECK] && m->has[FN_FMA];
+  int sdc = m->has[FN_OPERANDS] && m->has[FN_MMA] && m->has[FN_PATTERN] && m->has[FN_REDUCE];
+  if (found != (kernels ? 3 : 0) + (sdc ? 4 : 0) || !found) {
+    free(m);
+    return CUDA_ERROR_INVALID_IMAGE;
   }
   *out = m;
   return CUDA_SUCCESS;
@@ -1040,11 +1069,10 @@ API CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name) 
   CHECK_INIT();
   if (!out || !m || !name) return CUDA_ERROR_INVALID_VALUE;
   if (m->unloaded) return CUDA_ERROR_INVALID_HANDLE;
-  int which;
-  if (!strcmp(name, "burnin_fill")) which = FN_FILL;
-  else if (!strcmp(name, "burnin_check")) which = FN_CHECK;
-  else if (!strcmp(name, "burnin_fma")) which = FN_FMA;
-  else return CUDA_ERROR_NOT_FOUND;
+  int which = -1;
+  for (int i = 0; i < FN_N; i++)
+    if (m->has[i] && !strcmp(name, fn_names[i])) which = i;
+  if (which < 0) return CUDA_ERROR_NOT_FOUND;
   struct twin_fn *f = calloc(1, sizeof *f);
   if (!f) return CUDA_ERROR_OUT_OF_MEMORY;
   f->which = which;
@@ -1095,10 +1123,42 @@ static void fill_one(struct launch *l) { burnin_fill(t_buf, l->a[1], l->a[2], t_
 static void check_one(struct launch *l) {
   burnin_check(t_buf, l->dtype, l->a[2], (const double *)t_aux, l->a[4], l->a[5], l->a[6], (u64 *)t_ctr);
 }
+static void operands_one(struct launch *l) { burnin_sdc_operands((u16 *)t_buf, (u16 *)t_aux, l->a[2], l->a[3]); }
+static void mma_one(struct launch *l) { burnin_mma((const u16 *)t_buf, (const u16 *)t_aux, (float *)t_ctr, l->a[3]); }
+static void pattern_one(struct launch *l) { burnin_sdc_pattern((u64 *)t_buf, l->a[1], l->a[2]); }
+static void reduce_one(struct launch *l) { burnin_sdc_reduce((const u64 *)t_buf, l->a[1], (double *)t_aux); }
+
+/* The SDC kernels' buffers (device addresses in a[]), as host addresses: NULL when one
+ * is not a live allocation of that size (reported). */
+static int sdc_buffers(const struct launch *l, unsigned char *p[3]) {
+  const char *name = fn_names[l->which];
+  unsigned long long n = l->a[2];
+  p[0] = p[1] = p[2] = (unsigned char *)1;
+  switch (l->which) {
+    case FN_OPERANDS: p[0] = host_ptr(l->a[0], n * n * 2, name), p[1] = host_ptr(l->a[1], n * n * 2, name); break;
+    case FN_MMA:
+      n = l->a[3];
+      p[0] = host_ptr(l->a[0], n * n * 2, name), p[1] = host_ptr(l->a[1], n * n * 2, name);
+      p[2] = host_ptr(l->a[2], n * n * 4, name);
+      break;
+    case FN_PATTERN: p[0] = host_ptr(l->a[0], l->a[1] * 8, name); break;
+    default: p[0] = host_ptr(l->a[0], l->a[1] * 64 * 8, name), p[1] = host_ptr(l->a[2], l->a[1] * 8, name); break;
+  }
+  return p[0] && p[1] && p[2];
+}
 
 static void run_kernel(void *p) {
   struct launch *l = p;
-  if (l->which == FN_FMA) {
+  if (l->which >= FN_OPERANDS) {
+    static void (*const one[])(struct launch *) = {operands_one, mma_one, pattern_one, reduce_one};
+    unsigned char *b[3];
+    if (sdc_buffers(l, b)) {
+      t_buf = b[0], t_aux = b[1], t_ctr = b[2];
+      run_grid(l, one[l->which - FN_OPERANDS]);
+    } else {
+      fault();
+    }
+  } else if (l->which == FN_FMA) {
     float *out = (float *)host_ptr(l->a[0], l->a[1] * 4, "burnin_fma");
     if (out) {
       t_buf = (unsigned char *)out;
@@ -1167,7 +1227,16 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   l->block = bx;
   l->corrupt = -1;
   /* the parameters are copied at launch, as the driver does */
-  if (f->which == FN_FMA) {
+  if (f->which >= FN_OPERANDS) {
+    int np = f->which == FN_OPERANDS || f->which == FN_MMA ? 4 : 3;
+    for (int i = 0; i < np; i++) l->a[i] = *(unsigned long long *)params[i];
+    unsigned char *b[3];
+    /* mma: the order must be a multiple of 16 (the tiles are 16 x 8, k steps of 16) */
+    if ((f->which == FN_MMA && (!l->a[3] || l->a[3] % 16)) || !sdc_buffers(l, b)) {
+      free(l);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  } else if (f->which == FN_FMA) {
     for (int i = 0; i < 3; i++) l->a[i] = *(unsigned long long *)params[i];
     l->fa = *(float *)params[3];
     l->fb = *(float *)params[4];

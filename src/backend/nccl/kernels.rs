@@ -417,8 +417,8 @@ mod tests {
     /// NVIDIA's assemblers of CUDA 12.0 (the oldest driver burnin supports) and 13.0
     /// accept the embedded PTX for every GPU burnin targets that each knows (CUDA 13
     /// dropped Volta), without a warning, and the burn fits the registers its
-    /// launch bounds promise: a syntax, ISA or bounds error shows here, not on a lent
-    /// GPU.
+    /// launch bounds promise; the same for the SDC kernels (sdc.ptx) on every GPU from
+    /// sm_80 on: a syntax, ISA or bounds error shows here, not on a lent GPU.
     #[test]
     fn embedded_ptx_assembles_with_each_ptxas_for_every_gpu_it_knows() {
         const WANTED: [&str; 8] = [
@@ -476,6 +476,30 @@ mod tests {
                     .and_then(|n| n.parse().ok())
                     .unwrap_or_else(|| panic!("no register count: {err}"));
                 assert!(regs <= 64, "{arch}: burnin_fma uses {regs} registers");
+            }
+            // The SDC kernels (sdc.cu, for sm_80: mma.sync with bf16) on every GPU
+            // from Ampere on that this ptxas knows.
+            let sdc = dir.path().join("sdc.ptx");
+            std::fs::write(&sdc, super::super::sdc_kernels::PTX.trim_end_matches('\0')).unwrap();
+            let newer: Vec<&str> = WANTED
+                .into_iter()
+                .filter(|a| a[3..].parse::<u32>().unwrap() >= 80 && known.iter().any(|k| k == a))
+                .collect();
+            assert!(newer.contains(&"sm_90"), "{}: {known:?}", ptxas.display());
+            for arch in newer {
+                let out = std::process::Command::new(ptxas)
+                    .arg(format!("-arch={arch}"))
+                    .arg(&sdc)
+                    .arg("-o")
+                    .arg(dir.path().join(format!("sdc-{arch}.cubin")))
+                    .output()
+                    .unwrap();
+                let err = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success() && !err.contains("warning"),
+                    "{} -arch={arch} sdc.ptx: {err}",
+                    ptxas.display()
+                );
             }
         }
     }

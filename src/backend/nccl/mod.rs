@@ -21,6 +21,7 @@ pub mod device;
 pub mod kernels;
 pub mod library;
 pub mod locate;
+pub mod sdc_kernels;
 
 pub use backend::NcclBackend;
 pub use device::DeviceBuffer;
