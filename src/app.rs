@@ -84,6 +84,7 @@ pub fn command_name(c: &Command) -> &'static str {
         Command::Run(_) => "run",
         Command::Report(_) => "report",
         Command::Compare(_) => "compare",
+        Command::Replay(_) => "replay",
     }
 }
 

@@ -14,6 +14,7 @@ pub use crate::config::GlobalArgs;
 pub use crate::evidence::EvidenceArgs;
 pub use crate::health::GpuArgs;
 pub use crate::probe::ProbeArgs;
+pub use crate::replay::ReplayArgs;
 pub use crate::report::{CompareArgs, ReportArgs};
 pub use crate::smoke::SmokeArgs;
 pub use crate::sweep::SweepArgs;
@@ -64,6 +65,10 @@ pub enum Command {
     /// Capture the evidence of each host (nvidia-smi, dcgmi, ibstat, lscpu, …, and the
     /// NCCL/UCX/OMPI environment) into OUT/evidence/<host>/, tools that are missing noted.
     Evidence(EvidenceArgs),
+    /// Replay a job's own collectives (its NCCL COLL log or Flight Recorder dumps) on
+    /// this reservation, step by step with checking: the step's communication time
+    /// here, per collective, and against the source cluster's where the trace has times.
+    Replay(ReplayArgs),
     /// The whole acceptance of a card: every phase as a job under --launch, a verdict
     /// per criterion, report.md and report.html. Runs on the launch host, NOT under
     /// mpirun.

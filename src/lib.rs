@@ -25,6 +25,7 @@ pub mod nvml;
 pub mod probe;
 pub mod process;
 pub mod progress;
+pub mod replay;
 pub mod report;
 pub mod results;
 pub mod smoke;

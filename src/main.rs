@@ -4,8 +4,8 @@
 //! rank got the same configuration, dispatch to the workload, map the result to an
 //! exit code (0 pass, 1 a check failed, 2 an error).
 use burnin::{
-    acceptance, app, argcheck, chaos, cli, error, evidence, health, probe, report, smoke, sweep,
-    trainer,
+    acceptance, app, argcheck, chaos, cli, error, evidence, health, probe, replay, report, smoke,
+    sweep, trainer,
 };
 
 use cli::{Cli, Command};
@@ -98,6 +98,7 @@ fn run(cli: Cli) -> i32 {
             Command::Smoke(args) => smoke::run(world, &cli.global, args, dog),
             Command::Gpu(args) => health::run(world, &cli.global, args, dog),
             Command::Evidence(args) => evidence::run(world, &cli.global, args),
+            Command::Replay(args) => replay::run(world, &cli.global, args, dog),
             _ => Err(anyhow::anyhow!(
                 "this command runs on the launch host, not under MPI"
             )),

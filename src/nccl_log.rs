@@ -247,14 +247,14 @@ pub struct NcclLog {
 
 /// `host:pid:tid [dev]` before "NCCL INFO".
 #[derive(Debug, Default, Clone, PartialEq)]
-struct Prefix {
-    host: Option<String>,
-    pid: Option<u32>,
-    tid: Option<u64>,
-    dev: Option<u32>,
+pub(crate) struct Prefix {
+    pub(crate) host: Option<String>,
+    pub(crate) pid: Option<u32>,
+    pub(crate) tid: Option<u64>,
+    pub(crate) dev: Option<u32>,
 }
 
-fn parse_prefix(pre: &str) -> Prefix {
+pub(crate) fn parse_prefix(pre: &str) -> Prefix {
     let mut p = Prefix::default();
     let mut head = pre.trim_end();
     if head.ends_with(']') {

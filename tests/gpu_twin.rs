@@ -1592,3 +1592,67 @@ fn sdc_vote_names_the_gpu_kind_round_and_block_that_disagree() {
         "{j}"
     );
 }
+
+/// `burnin replay` through the NCCL backend on twin GPUs: an NCCL COLL trace of a
+/// 2-GPU tensor-parallel step (bf16 all_gather and reduce_scatter, a scalar f32
+/// all_reduce, as NCCL 2.21 writes the lines) replays with the twin's collectives,
+/// every result checked, bf16 kept as bf16 (NCCL has it).
+#[test]
+fn replay_of_an_nccl_trace_runs_through_the_nccl_backend() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = String::new();
+    for g in 0..2usize {
+        let pre = format!("hopper01:{}:{} [{g}]", 191_369 + g, 191_420 + g);
+        log += &format!("{pre} NCCL INFO comm 0x55e29{g} rank {g} nranks 2 cudaDev {g} nvmlDev {g} busId {g}b000 commId 0x5eed - Init COMPLETE\n");
+        for step in 0..4u64 {
+            for (i, (name, count, dt)) in [
+                ("AllGather", 2_097_152, 9),
+                ("ReduceScatter", 2_097_152, 9),
+                ("AllReduce", 1, 7),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                log += &format!("{pre} NCCL INFO {name}: opCount {:x} sendbuff 0x7fdf57c00000 recvbuff 0x7fdf61a00000 count {count} datatype {dt} op 0 root 0 comm 0x55e29{g} [nranks=2] stream 0x55e29067e430\n", step * 3 + i as u64);
+            }
+        }
+    }
+    let trace = dir.path().join("tp.log");
+    std::fs::write(&trace, log).unwrap();
+    let out = dir.path().join("out");
+    let r = on_twin(
+        "replay-nccl",
+        2,
+        &[
+            "--backend",
+            "nccl",
+            "replay",
+            "--trace",
+            s(&trace),
+            "--steps",
+            "3",
+            "--out",
+            s(&out),
+        ],
+        &[("TWIN_GPUS", "2")],
+        Duration::from_secs(240),
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let j = json(&out.join("replay.json"));
+    assert!(j["backend"].as_str().unwrap().starts_with("nccl"), "{j}");
+    assert_eq!(j["calls_per_step"], serde_json::json!([3, 3]), "{j}");
+    assert_eq!(j["wrong"], 0, "{j}");
+    let ag = j["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["collective"] == "all_gather")
+        .unwrap();
+    assert_eq!(
+        (ag["bytes"].as_u64(), ag["dtype"].as_str()),
+        (Some(8 << 20), Some("bf16")),
+        "{ag}"
+    );
+    assert!(!j["notes"].to_string().contains("as u8"), "{j}");
+}

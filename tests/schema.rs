@@ -95,6 +95,12 @@ fn kinds() -> Vec<Kind> {
             lines: &[],
         },
         Kind {
+            file: "replay.schema.json",
+            schema: schema_for!(results::replay::ReplayReport),
+            whole: &[],
+            lines: &[],
+        },
+        Kind {
             file: "evidence-index.schema.json",
             schema: schema_for!(results::evidence::HostIndex),
             whole: &["evidence/index.json"],

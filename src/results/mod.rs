@@ -18,6 +18,7 @@ pub mod gpu;
 pub mod gpu_analysis;
 pub mod probe;
 pub mod provenance;
+pub mod replay;
 pub mod sdc;
 pub mod smoke;
 pub mod sweep;

@@ -1,0 +1,613 @@
+//! `burnin replay --trace FILES…`: a job's own collectives, read from its NCCL COLL log
+//! or Flight Recorder dumps ([`trace`]), replayed here on burnin's backend, step by
+//! step, with checking; the step's communication time here, per collective, and
+//! against the source cluster's where the trace has times.
+//!
+//! Each rank replays the calls its own rank made in the trace's last whole step (the
+//! shortest block of calls that repeats back to back at its end, or `--step-calls`),
+//! in the same order, on a communicator per trace communicator (the same global ranks,
+//! ordered as in the trace). Calls are blocking, so calls of different communicators
+//! run in the trace's order on each rank. Send/recv are not replayed yet (said).
+pub mod trace;
+
+use crate::backend::{self, Backend, Bufs, Call, WaitCtx};
+use crate::collective::{self, Params, Pattern, Source};
+use crate::config::GlobalArgs;
+use crate::error::{Agreed, Outcome};
+use crate::kinds::{Dtype, RedOp};
+use crate::results::replay::{self as rec, CallKey, RankTimes, ReplayReport};
+use crate::watchdog::Watchdog;
+use crate::world::World;
+use anyhow::{Context, Result};
+use clap::Args;
+use mpi::collective::CommunicatorCollectives;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use trace::{Op, Trace, TraceCall};
+
+/// The trace formats burnin reads.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Format {
+    /// JSON: Flight Recorder; anything else: NCCL COLL log.
+    Auto,
+    /// NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL lines.
+    Nccl,
+    /// PyTorch Flight Recorder JSON dumps, one per rank.
+    FlightRecorder,
+}
+
+#[derive(Args, Debug, Serialize, Clone)]
+pub struct ReplayArgs {
+    /// The job's trace: NCCL logs (one per rank or one for all) or Flight Recorder
+    /// JSON dumps (one per rank, file names ending in the rank).
+    #[arg(long = "trace", num_args = 1.., required = true, value_name = "FILE")]
+    pub trace: Vec<PathBuf>,
+    /// The trace's format.
+    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    pub format: Format,
+    /// Steps to time after the warm-up.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub steps: u32,
+    /// Steps to run first without timing.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u32,
+    /// Calls of one step, per rank (default: found from the repeating pattern at the
+    /// end of each rank's calls).
+    #[arg(long = "step-calls", value_name = "N")]
+    pub step_calls: Option<usize>,
+    /// Check every result of one step (1) or not (0).
+    #[arg(long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub check: u8,
+    /// Fail when a step takes more than this many times the source's communication
+    /// time (needs a trace with times).
+    #[arg(long = "max-slowdown", value_name = "X")]
+    pub max_slowdown: Option<f64>,
+    /// Directory for replay.json.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Read the trace files on this rank (rank 0 does; the others get it broadcast).
+pub fn load(args: &ReplayArgs) -> Result<Trace, String> {
+    let mut texts = Vec::new();
+    for p in &args.trace {
+        let t = std::fs::read_to_string(p).map_err(|e| format!("--trace: {}: {e}", p.display()))?;
+        texts.push((p.display().to_string(), t));
+    }
+    let refs: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(a, b)| (a.as_str(), b.as_str()))
+        .collect();
+    let json = refs.iter().all(|(_, t)| t.trim_start().starts_with('{'));
+    let t = match (args.format, json) {
+        (Format::FlightRecorder, _) | (Format::Auto, true) => {
+            trace::parse_flight_recorder(&refs).map_err(|e| format!("--trace: {e}"))?
+        }
+        _ => trace::parse_nccl(&refs),
+    };
+    if t.calls.iter().all(Vec::is_empty) {
+        let why = t
+            .warnings
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "no collective calls found".into());
+        return Err(format!("--trace: nothing to replay: {why}"));
+    }
+    Ok(t)
+}
+
+/// Each rank's step: the last `step_calls` calls, or the repeating block at the end.
+pub fn steps_of(t: &Trace, step_calls: Option<usize>) -> Vec<Vec<TraceCall>> {
+    t.calls
+        .iter()
+        .map(|calls| {
+            let p = step_calls
+                .or_else(|| trace::step_period(calls))
+                .unwrap_or(calls.len())
+                .min(calls.len());
+            calls[calls.len() - p..].to_vec()
+        })
+        .collect()
+}
+
+/// Every member of a communicator must make the same calls on it in a step; Err
+/// names the first communicator where two members differ.
+pub fn consistent(t: &Trace, steps: &[Vec<TraceCall>]) -> Result<(), String> {
+    for (c, comm) in t.comms.iter().enumerate() {
+        let on = |g: usize| -> Vec<_> {
+            steps[g]
+                .iter()
+                .filter(|x| x.comm == c && matches!(x.op, Op::Coll(_)))
+                .map(|x| (x.op, x.count, x.dtype, x.red, x.root))
+                .collect()
+        };
+        let Some(&first) = comm.members.first() else {
+            continue;
+        };
+        let want = on(first);
+        if let Some(&g) = comm.members.iter().find(|&&g| on(g) != want) {
+            return Err(format!(
+                "communicator {}: rank {first} makes {} collective(s) a step on it, rank {g} {} (or others): pass --step-calls, or a trace of whole steps",
+                comm.id,
+                want.len(),
+                on(g).len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One replayed call on this rank: its communicator's backend, the call, buffers and
+/// the patterns of its check.
+struct Prepared {
+    be: usize,
+    call: Call,
+    p: Params,
+    send: backend::Buffer,
+    recv: backend::Buffer,
+    input: Pattern,
+    key: usize,
+}
+
+pub fn run(
+    world: &World,
+    global: &GlobalArgs,
+    args: &ReplayArgs,
+    dog: Arc<Watchdog>,
+) -> Result<Outcome> {
+    let agreed = |s: String| anyhow::Error::new(Agreed(s));
+    let loaded: Result<Trace, String> = if world.rank == 0 {
+        load(args)
+    } else {
+        Err(String::new())
+    };
+    let t = world.broadcast_json(Some(&loaded))?.map_err(agreed)?;
+    if t.ranks != world.size {
+        return Err(agreed(format!(
+            "--trace: the trace is of {} rank(s), this job has {} (run it with -np {}; scaling a trace to another size is not built yet)",
+            t.ranks, world.size, t.ranks
+        )));
+    }
+    let steps = steps_of(&t, args.step_calls);
+    consistent(&t, &steps).map_err(agreed)?;
+    let cfg = global.backend_config();
+    let (kind, why) = backend::resolve(world, &cfg)?;
+    // One backend per trace communicator this rank's step uses; every rank takes
+    // part in every split, in the trace's order.
+    let used: Vec<bool> = (0..t.comms.len())
+        .map(|c| {
+            steps
+                .iter()
+                .flatten()
+                .any(|x| x.comm == c && matches!(x.op, Op::Coll(_)))
+        })
+        .collect();
+    let mut bes: Vec<(usize, Box<dyn Backend>)> = Vec::new();
+    for (c, comm) in t.comms.iter().enumerate().filter(|(c, _)| used[*c]) {
+        let me = comm.members.iter().position(|&g| g == world.rank);
+        let sub = world.split(me.map(|_| 0), me.unwrap_or(0) as i32);
+        if let Some(sub) = sub {
+            bes.push((c, backend::build(kind, sub, world, &cfg, dog.clone())?));
+        }
+    }
+    let mut notes = Vec::new();
+    let p2p = steps[world.rank]
+        .iter()
+        .filter(|x| !matches!(x.op, Op::Coll(_)))
+        .count();
+    let p2p_all: Vec<usize> = world.all_gather_json(&p2p)?;
+    if p2p_all.iter().any(|n| *n > 0) {
+        notes.push(format!(
+            "send/recv: {} call(s) a step over all ranks not replayed (point-to-point replay is not built yet)",
+            p2p_all.iter().sum::<usize>()
+        ));
+    }
+    let (keys, mut prepared) = prepare(&t, &steps[world.rank], &bes, &mut notes)?;
+    let ctx = |what: String| WaitCtx {
+        what,
+        deadline: cfg.deadline,
+        barrier: false,
+    };
+    // The checked step.
+    let mut wrong = 0u64;
+    let mut wrong_calls = Vec::new();
+    if args.check == 1 {
+        for x in &mut prepared {
+            let be = &*bes[x.be].1;
+            let w = check_one(be, x, &ctx(format!("checking {}", x.call.describe())))?;
+            if w > 0 {
+                wrong += w;
+                wrong_calls.push(format!("{} on {}", x.call.describe(), keys[x.key].comm));
+            }
+        }
+    }
+    // Warm-up, then the timed steps.
+    let mut mine = RankTimes {
+        step_s: Vec::new(),
+        calls: prepared.iter().map(|x| (x.key, Vec::new())).collect(),
+    };
+    for s in 0..args.warmup + args.steps {
+        world.comm.barrier();
+        let t0 = Instant::now();
+        for (i, x) in prepared.iter_mut().enumerate() {
+            let be = &*bes[x.be].1;
+            let what = ctx(format!("step {s}: {}", x.call.describe()));
+            let bufs = Bufs::OutOfPlace {
+                send: &x.send,
+                recv: &mut x.recv,
+            };
+            let d = be.run_timed(&x.call, bufs, 1, &what)?;
+            if s >= args.warmup {
+                mine.calls[i].1.push(d.first().copied().unwrap_or(0.0));
+            }
+        }
+        if s >= args.warmup {
+            mine.step_s.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    let all: Vec<RankTimes> = world.all_gather_json(&mine)?;
+    let wrongs: Vec<(u64, Vec<String>)> = world.all_gather_json(&(wrong, wrong_calls))?;
+    let keys_all: Vec<Vec<CallKey>> = world.all_gather_json(&keys)?;
+    drop(bes);
+    if world.rank != 0 {
+        return Ok(Outcome::Pass);
+    }
+    let report = finish(args, &t, &steps, why, notes, keys_all, all, wrongs);
+    print_report(&report);
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("--out: {}", dir.display()))?;
+        let path = dir.join("replay.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if report.pass {
+        Outcome::Pass
+    } else {
+        Outcome::Fail
+    })
+}
+
+/// This rank's calls as backend calls with their buffers, filled with their input;
+/// and the keys describing them (in order of first use).
+fn prepare(
+    t: &Trace,
+    step: &[TraceCall],
+    bes: &[(usize, Box<dyn Backend>)],
+    notes: &mut Vec<String>,
+) -> Result<(Vec<CallKey>, Vec<Prepared>)> {
+    let mut keys: Vec<CallKey> = Vec::new();
+    let mut out = Vec::new();
+    for x in step {
+        let Op::Coll(kind) = x.op else { continue };
+        let Some(bi) = bes.iter().position(|(c, _)| *c == x.comm) else {
+            anyhow::bail!("rank is not in communicator {}", t.comms[x.comm].id);
+        };
+        let be = &*bes[bi].1;
+        let n = be.size();
+        let red = kind.reduces().then_some(x.red);
+        let (mut dtype, mut count, mut op) = (x.dtype, x.count, x.red);
+        if let Some(note) = &x.dtype_note {
+            note_once(notes, format!("{note} (the same bytes)"));
+        }
+        if !be.supports(dtype, red) {
+            // The same bytes in a type the backend has (timing, not the arithmetic).
+            note_once(
+                notes,
+                format!(
+                    "{dtype} {} as u8 on this backend (the same bytes)",
+                    op.name()
+                ),
+            );
+            count *= dtype.size();
+            dtype = Dtype::U8;
+            op = RedOp::Sum;
+        }
+        let p = Params {
+            n,
+            count,
+            dtype,
+            op,
+            root: x.root.min(n - 1),
+        };
+        let call = Call {
+            kind,
+            dtype,
+            op,
+            root: p.root,
+            count,
+            in_place: false,
+        };
+        let coll = collective::get(kind);
+        let layout = coll.layout(&p);
+        let es = dtype.size();
+        let mut send = be.alloc(layout.send.max(1) * es)?;
+        let recv = be.alloc(layout.recv.max(1) * es)?;
+        let input = coll.input(&p, be.rank());
+        be.fill(&mut send, &input)?;
+        let key = CallKey {
+            comm: t.comms[x.comm].id.clone(),
+            ranks: n,
+            collective: kind,
+            dtype: x.dtype,
+            op: red,
+            bytes: x.bytes(),
+            source_us: None,
+        };
+        let k = match keys.iter().position(|k| *k == key) {
+            Some(k) => k,
+            None => {
+                keys.push(key);
+                keys.len() - 1
+            }
+        };
+        out.push(Prepared {
+            be: bi,
+            call,
+            p,
+            send,
+            recv,
+            input,
+            key: k,
+        });
+    }
+    Ok((keys, out))
+}
+
+fn note_once(notes: &mut Vec<String>, n: String) {
+    if !notes.contains(&n) {
+        notes.push(n);
+    }
+}
+
+/// One call on its input into a poisoned output, compared with the expected result:
+/// wrong elements.
+fn check_one(be: &dyn Backend, x: &mut Prepared, ctx: &WaitCtx) -> Result<u64> {
+    let coll = collective::get(x.call.kind);
+    let recv_elems = coll.layout(&x.p).recv;
+    let poison = Pattern::one(x.p, 0, recv_elems, Source::Poison);
+    be.fill(&mut x.recv, &poison)?;
+    be.fill(&mut x.send, &x.input)?;
+    be.run_timed(
+        &x.call,
+        Bufs::OutOfPlace {
+            send: &x.send,
+            recv: &mut x.recv,
+        },
+        1,
+        ctx,
+    )?;
+    let expected = coll.expected(&x.p, be.rank(), false, 0);
+    Ok(be.check(&x.recv, &expected)?.wrong)
+}
+
+/// rank 0: the record from every rank's keys and times.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    args: &ReplayArgs,
+    t: &Trace,
+    steps: &[Vec<TraceCall>],
+    backend: String,
+    notes: Vec<String>,
+    keys_all: Vec<Vec<CallKey>>,
+    all: Vec<RankTimes>,
+    wrongs: Vec<(u64, Vec<String>)>,
+) -> ReplayReport {
+    // One key list for all ranks: each rank's keys mapped into it.
+    let mut keys: Vec<CallKey> = Vec::new();
+    let mut ranks = Vec::new();
+    for (mine, mut times) in keys_all.into_iter().zip(all) {
+        for c in &mut times.calls {
+            let k = &mine[c.0];
+            c.0 = match keys.iter().position(|x| x == k) {
+                Some(i) => i,
+                None => {
+                    keys.push(k.clone());
+                    keys.len() - 1
+                }
+            };
+        }
+        ranks.push(times);
+    }
+    // The source's median time per key (over ranks and calls), and its step: the
+    // slowest rank's sum of its step's source times.
+    for k in &mut keys {
+        let mut v: Vec<f64> = steps
+            .iter()
+            .flatten()
+            .filter(|x| {
+                t.comms[x.comm].id == k.comm && matches!(x.op, Op::Coll(c) if c == k.collective)
+            })
+            .filter(|x| x.bytes() == k.bytes && x.dtype == k.dtype)
+            .filter_map(|x| x.source_us)
+            .collect();
+        v.retain(|s| s.is_finite());
+        k.source_us = (!v.is_empty()).then(|| crate::stats::median(&v));
+    }
+    let source_step_us = steps
+        .iter()
+        .map(|s| {
+            s.iter()
+                .filter(|x| matches!(x.op, Op::Coll(_)))
+                .map(|x| x.source_us)
+                .sum::<Option<f64>>()
+        })
+        .collect::<Option<Vec<f64>>>()
+        .and_then(|v| v.into_iter().reduce(f64::max))
+        .filter(|s| *s > 0.0);
+    let (step, calls) = rec::analyze(&keys, &ranks);
+    let wrong: u64 = wrongs.iter().map(|w| w.0).sum();
+    let mut wrong_calls: Vec<String> = wrongs
+        .iter()
+        .enumerate()
+        .flat_map(|(r, w)| w.1.iter().map(move |c| format!("rank {r}: {c}")))
+        .collect();
+    wrong_calls.truncate(20);
+    let mut r = ReplayReport {
+        schema_version: rec::SCHEMA_VERSION,
+        trace_format: t.format.clone(),
+        trace_files: args.trace.iter().map(|p| p.display().to_string()).collect(),
+        ranks: t.ranks,
+        comms: t
+            .comms
+            .iter()
+            .map(|c| (c.id.clone(), c.members.clone()))
+            .collect(),
+        warmup_steps: args.warmup,
+        steps: args.steps,
+        calls_per_step: steps
+            .iter()
+            .map(|s| s.iter().filter(|x| matches!(x.op, Op::Coll(_))).count())
+            .collect(),
+        notes: notes
+            .into_iter()
+            .chain(t.warnings.iter().map(|w| format!("trace: {w}")))
+            .collect(),
+        backend,
+        step,
+        source_step_us,
+        slowdown: source_step_us.map(|s| step.p50_us / s),
+        calls,
+        wrong: (args.check == 1).then_some(wrong),
+        wrong_calls,
+        max_slowdown: args.max_slowdown,
+        pass: true,
+        verdict: String::new(),
+    };
+    (r.pass, r.verdict) = rec::judge(&r);
+    r
+}
+
+fn print_report(r: &ReplayReport) {
+    println!(
+        "# burnin replay: {} trace of {} ranks, {} communicator(s), backend {}; {} step(s) after {} warm-up",
+        r.trace_format,
+        r.ranks,
+        r.comms.len(),
+        r.backend,
+        r.steps,
+        r.warmup_steps
+    );
+    for n in &r.notes {
+        println!("# note: {n}");
+    }
+    println!(
+        "# step communication time: median {:.1} us, p99 {:.1} us{}",
+        r.step.p50_us,
+        r.step.p99_us,
+        match (r.source_step_us, r.slowdown) {
+            (Some(s), Some(x)) => format!(" (source {s:.1} us: {x:.2}x)"),
+            _ => String::new(),
+        }
+    );
+    println!(
+        "{:>12} {:>6} {:>15} {:>10} {:>6} {:>5} {:>11} {:>9} {:>6} {:>10} {:>7}",
+        "comm",
+        "ranks",
+        "collective",
+        "bytes",
+        "type",
+        "calls",
+        "time(us)",
+        "busbw",
+        "share",
+        "source(us)",
+        "x"
+    );
+    for c in &r.calls {
+        println!(
+            "{:>12} {:>6} {:>15} {:>10} {:>6} {:>5} {:>11.1} {:>9.3} {:>5.1}% {:>10} {:>7}",
+            c.comm,
+            c.ranks,
+            c.collective.name(),
+            crate::units::Bytes(c.bytes).to_string(),
+            c.dtype.to_string(),
+            c.per_step,
+            c.time_us,
+            c.busbw_gbps,
+            c.share * 100.0,
+            c.source_us
+                .map(|s| format!("{s:.1}"))
+                .unwrap_or_else(|| "-".into()),
+            c.slowdown
+                .map(|s| format!("{s:.2}"))
+                .unwrap_or_else(|| "-".into()),
+        );
+    }
+    if let Some(w) = r.wrong {
+        println!("# checked: {w} wrong element(s)");
+    }
+    println!(
+        "# replay: {} — {}",
+        if r.pass { "PASS" } else { "FAIL" },
+        r.verdict
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kinds::CollKind;
+
+    fn call(comm: usize, count: usize) -> TraceCall {
+        TraceCall {
+            comm,
+            op: Op::Coll(CollKind::AllReduce),
+            count,
+            dtype: Dtype::F32,
+            dtype_note: None,
+            red: RedOp::Sum,
+            root: 0,
+            source_us: None,
+        }
+    }
+
+    #[test]
+    fn steps_are_the_repeating_block_and_members_must_agree() {
+        let t = Trace {
+            format: "nccl-coll".into(),
+            ranks: 2,
+            comms: vec![trace::TraceComm {
+                id: "w".into(),
+                members: vec![0, 1],
+            }],
+            // a set-up call, then three steps of two calls
+            calls: vec![
+                vec![
+                    call(0, 1),
+                    call(0, 8),
+                    call(0, 64),
+                    call(0, 8),
+                    call(0, 64),
+                    call(0, 8),
+                    call(0, 64),
+                ],
+                vec![
+                    call(0, 1),
+                    call(0, 8),
+                    call(0, 64),
+                    call(0, 8),
+                    call(0, 64),
+                    call(0, 8),
+                    call(0, 64),
+                ],
+            ],
+            ..Trace::default()
+        };
+        let s = steps_of(&t, None);
+        assert_eq!(
+            s[0].iter().map(|c| c.count).collect::<Vec<_>>(),
+            vec![8, 64]
+        );
+        assert!(consistent(&t, &s).is_ok());
+        assert_eq!(steps_of(&t, Some(3))[1].len(), 3);
+        let mut u = t.clone();
+        u.calls[1].push(call(0, 64));
+        let e = consistent(&u, &steps_of(&u, None)).unwrap_err();
+        assert!(
+            e.contains("communicator w: rank 0 makes 2") && e.contains("--step-calls"),
+            "{e}"
+        );
+    }
+}

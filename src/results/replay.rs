@@ -1,0 +1,305 @@
+//! `burnin replay`'s record (replay.json) and its analysis from every rank's timings:
+//! pure, unit-tested.
+//!
+//! A step's communication time is, per replayed step, the slowest rank's time from the
+//! step's start (all ranks leave a barrier together) to its last call's end. Each
+//! distinct call (communicator, collective, size, type) gets the median over steps of
+//! its slowest rank's time, its bus bandwidth (nccl-tests' factors), its share of the
+//! step, and where the trace has times (Flight Recorder), the source cluster's median
+//! and the ratio here / there.
+use crate::kinds::{CollKind, Dtype, RedOp};
+use crate::stats::{self, TimeStats};
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One distinct call of the step (on one communicator), over all its ranks.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReplayCall {
+    /// The trace's communicator id and its global ranks.
+    pub comm: String,
+    /// Ranks of the communicator.
+    pub ranks: usize,
+    /// The collective.
+    pub collective: CollKind,
+    /// The trace's element type (the replay may have used another of its size: notes).
+    pub dtype: Dtype,
+    /// The reduction, for the collectives that reduce.
+    pub op: Option<RedOp>,
+    /// Message bytes (nccl-tests' convention).
+    pub bytes: u64,
+    /// How often a step makes it.
+    pub per_step: usize,
+    /// Median over steps and calls of the slowest rank's time, µs.
+    pub time_us: f64,
+    /// Bus bandwidth at that time, GB/s (nccl-tests' factors).
+    pub busbw_gbps: f64,
+    /// Its calls' share of the step's communication time (sum of its times / step).
+    pub share: f64,
+    /// The source cluster's median time for it (Flight Recorder durations), µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_us: Option<f64>,
+    /// time_us / source_us.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slowdown: Option<f64>,
+}
+
+/// replay.json.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReplayReport {
+    /// Version of this record's layout.
+    pub schema_version: u32,
+    /// "nccl-coll" or "flight-recorder".
+    pub trace_format: String,
+    /// The files read, as given.
+    pub trace_files: Vec<String>,
+    /// Ranks of the traced job (and of this replay).
+    pub ranks: usize,
+    /// Communicators replayed: id and global ranks.
+    pub comms: Vec<(String, Vec<usize>)>,
+    /// Steps run before timing.
+    pub warmup_steps: u32,
+    /// Steps timed.
+    pub steps: u32,
+    /// Calls of one step, per rank (replayed ones).
+    pub calls_per_step: Vec<usize>,
+    /// What the replay left out or changed, said once each ("send/recv: 4 calls a step
+    /// not replayed", "bf16 as u8 on the mpi backend").
+    pub notes: Vec<String>,
+    /// The backend and why it was chosen.
+    pub backend: String,
+    /// Per step, the slowest rank's communication time.
+    pub step: TimeStats,
+    /// The source cluster's step: the sum of its calls' median times (one rank, the
+    /// slowest), µs; None without times in the trace.
+    pub source_step_us: Option<f64>,
+    /// step median / source_step_us.
+    pub slowdown: Option<f64>,
+    /// Each distinct call of the step, the largest share first.
+    pub calls: Vec<ReplayCall>,
+    /// Wrong elements in the checked step (None: not checked).
+    pub wrong: Option<u64>,
+    /// The calls that had wrong elements (rank, call, communicator), the first 20.
+    pub wrong_calls: Vec<String>,
+    /// `--max-slowdown` (the card's `replay.max_slowdown`).
+    pub max_slowdown: Option<f64>,
+    /// The verdict: no wrong element and, when judged, the slowdown within the bound.
+    pub pass: bool,
+    /// Why it failed, or what was not judged.
+    pub verdict: String,
+}
+
+/// One rank's timings: per step its time (s), and per replayed call of its step (in
+/// step order) the time of each step (s).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankTimes {
+    pub step_s: Vec<f64>,
+    /// (key into the calls' description list, per-step times).
+    pub calls: Vec<(usize, Vec<f64>)>,
+}
+
+/// A replayed call's description, the same on every rank that makes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CallKey {
+    pub comm: String,
+    pub ranks: usize,
+    pub collective: CollKind,
+    pub dtype: Dtype,
+    pub op: Option<RedOp>,
+    pub bytes: u64,
+    pub source_us: Option<f64>,
+}
+
+/// The step's time summary and the per-call table from every rank's times.
+pub fn analyze(keys: &[CallKey], ranks: &[RankTimes]) -> (TimeStats, Vec<ReplayCall>) {
+    let steps = ranks.iter().map(|r| r.step_s.len()).max().unwrap_or(0);
+    let step_s: Vec<f64> = (0..steps)
+        .map(|s| {
+            ranks
+                .iter()
+                .filter_map(|r| r.step_s.get(s))
+                .fold(0.0, |a: f64, b| a.max(*b))
+        })
+        .collect();
+    let step = stats::summarize(&step_s);
+    let step_total: f64 = step_s.iter().sum();
+    let mut out = Vec::new();
+    for (k, key) in keys.iter().enumerate() {
+        // Per rank, this key's calls in step order; the i-th call of a step on every
+        // rank is the same collective, so the slowest rank's time is its time.
+        let per_rank: Vec<Vec<&Vec<f64>>> = ranks
+            .iter()
+            .map(|r| r.calls.iter().filter(|c| c.0 == k).map(|c| &c.1).collect())
+            .collect();
+        let per_step = per_rank.iter().map(Vec::len).max().unwrap_or(0);
+        if per_step == 0 {
+            continue;
+        }
+        let mut slowest = Vec::new();
+        for i in 0..per_step {
+            for s in 0..steps {
+                let t = per_rank
+                    .iter()
+                    .filter_map(|calls| calls.get(i).and_then(|v| v.get(s)))
+                    .fold(0.0, |a: f64, b| a.max(*b));
+                slowest.push(t);
+            }
+        }
+        let time = stats::median(&slowest);
+        let (_, busbw) = crate::collective::bandwidths(key.collective, key.bytes, time, key.ranks);
+        let share = if step_total > 0.0 {
+            slowest.iter().sum::<f64>() / step_total
+        } else {
+            0.0
+        };
+        out.push(ReplayCall {
+            comm: key.comm.clone(),
+            ranks: key.ranks,
+            collective: key.collective,
+            dtype: key.dtype,
+            op: key.op,
+            bytes: key.bytes,
+            per_step,
+            time_us: time * 1e6,
+            busbw_gbps: busbw,
+            share,
+            source_us: key.source_us,
+            slowdown: key.source_us.filter(|s| *s > 0.0).map(|s| time * 1e6 / s),
+        });
+    }
+    out.sort_by(|a, b| b.share.total_cmp(&a.share));
+    (step, out)
+}
+
+/// The verdict: wrong values fail; with `max_slowdown` and source times, a step
+/// slower than that many times the source's fails. (pass, why).
+pub fn judge(r: &ReplayReport) -> (bool, String) {
+    if let Some(w) = r.wrong.filter(|w| *w > 0) {
+        return (
+            false,
+            format!("{w} wrong element(s): {}", r.wrong_calls.join("; ")),
+        );
+    }
+    match (r.max_slowdown, r.slowdown) {
+        (Some(max), Some(s)) if s > max => {
+            let worst = r
+                .calls
+                .iter()
+                .filter(|c| c.slowdown.is_some())
+                .max_by(|a, b| {
+                    (a.slowdown.unwrap_or(0.0) * a.share).total_cmp(&(b.slowdown.unwrap_or(0.0) * b.share))
+                })
+                .map(|c| {
+                    format!(
+                        "; most of it: {} {} on {} ({} ranks), {:.2}x",
+                        c.collective,
+                        crate::units::Bytes(c.bytes),
+                        c.comm,
+                        c.ranks,
+                        c.slowdown.unwrap_or(0.0)
+                    )
+                })
+                .unwrap_or_default();
+            (
+                false,
+                format!("a step takes {s:.2}x the source's communication time (max {max}){worst}"),
+            )
+        }
+        (Some(max), Some(s)) => (true, format!("a step takes {s:.2}x the source's (max {max})")),
+        (Some(_), None) => (
+            true,
+            "max_slowdown not judged: the trace has no times (NCCL COLL logs do not; a Flight Recorder dump with TORCH_NCCL_ENABLE_TIMING=1 does)".into(),
+        ),
+        (None, _) => (true, "no max_slowdown asked".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(comm: &str, ranks: usize, bytes: u64, source: Option<f64>) -> CallKey {
+        CallKey {
+            comm: comm.into(),
+            ranks,
+            collective: CollKind::AllReduce,
+            dtype: Dtype::F32,
+            op: Some(RedOp::Sum),
+            bytes,
+            source_us: source,
+        }
+    }
+
+    #[test]
+    fn the_slowest_rank_times_each_call_and_the_step() {
+        let keys = vec![key("dp", 2, 1 << 20, Some(100.0)), key("tp", 2, 4096, None)];
+        let ranks = vec![
+            RankTimes {
+                step_s: vec![300e-6, 310e-6, 290e-6],
+                calls: vec![
+                    (0, vec![200e-6, 210e-6, 190e-6]),
+                    (1, vec![10e-6, 10e-6, 10e-6]),
+                ],
+            },
+            RankTimes {
+                step_s: vec![320e-6, 300e-6, 300e-6],
+                calls: vec![
+                    (0, vec![220e-6, 200e-6, 200e-6]),
+                    (1, vec![20e-6, 20e-6, 20e-6]),
+                ],
+            },
+        ];
+        let (step, calls) = analyze(&keys, &ranks);
+        assert!((step.mean_us - (320.0 + 310.0 + 300.0) / 3.0).abs() < 1e-6);
+        assert_eq!(calls[0].comm, "dp");
+        assert!((calls[0].time_us - 210.0).abs() < 1e-6, "{calls:?}");
+        assert!((calls[0].slowdown.unwrap() - 2.1).abs() < 1e-9);
+        // all_reduce busbw: 2(n-1)/n × bytes / time
+        assert!((calls[0].busbw_gbps - (1u64 << 20) as f64 / 210e-6 / 1e9).abs() < 1e-6);
+        assert!((calls[1].time_us - 20.0).abs() < 1e-6);
+        assert!((calls[0].share - 630.0 / 930.0).abs() < 1e-9);
+        assert_eq!(calls[1].slowdown, None);
+    }
+
+    #[test]
+    fn the_verdict_names_wrong_values_and_the_slowdown() {
+        let mut r = ReplayReport {
+            schema_version: SCHEMA_VERSION,
+            trace_format: "flight-recorder".into(),
+            trace_files: vec![],
+            ranks: 2,
+            comms: vec![],
+            warmup_steps: 1,
+            steps: 3,
+            calls_per_step: vec![1, 1],
+            notes: vec![],
+            backend: "mpi".into(),
+            step: TimeStats::default(),
+            source_step_us: Some(100.0),
+            slowdown: Some(2.5),
+            calls: vec![],
+            wrong: Some(0),
+            wrong_calls: vec![],
+            max_slowdown: Some(2.0),
+            pass: true,
+            verdict: String::new(),
+        };
+        let (pass, why) = judge(&r);
+        assert!(
+            !pass && why.contains("2.50x") && why.contains("max 2"),
+            "{why}"
+        );
+        r.max_slowdown = Some(3.0);
+        assert!(judge(&r).0);
+        r.slowdown = None;
+        let (pass, why) = judge(&r);
+        assert!(pass && why.contains("not judged"), "{why}");
+        r.wrong = Some(3);
+        r.wrong_calls = vec!["all_reduce 1MiB on dp".into()];
+        let (pass, why) = judge(&r);
+        assert!(
+            !pass && why.starts_with("3 wrong element(s): all_reduce 1MiB on dp"),
+            "{why}"
+        );
+    }
+}

@@ -1,0 +1,234 @@
+//! `burnin replay` under mpirun on CPU ranks: a data + tensor parallel NCCL COLL trace
+//! (4 ranks, 5 communicators) replayed step by step with checking; a Flight Recorder
+//! dump with the source's times judged against `--max-slowdown`; bad traces refused
+//! with exit 2 naming the flag.
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+/// The COLL and Init lines NCCL 2.21 writes for 4 ranks on 2 hosts: tensor parallel
+/// inside a host (all_gather + reduce_scatter of bf16), data parallel across hosts
+/// (all_reduce of f32), 3 steps after a set-up broadcast on the world.
+fn dp_tp_log(dir: &Path) -> std::path::PathBuf {
+    let mut s = String::new();
+    for (g, host) in ["gpu-a", "gpu-a", "gpu-b", "gpu-b"].into_iter().enumerate() {
+        let pre = format!("{host}:{}:{} [{}]", 1000 + g, 2000 + g, g % 2);
+        let comm = |p: &str, r: usize, n: usize, id: &str| {
+            format!("{pre} NCCL INFO comm {p} rank {r} nranks {n} cudaDev {} nvmlDev {} busId 1b000 commId {id} - Init COMPLETE\n", g % 2, g % 2)
+        };
+        s += &comm("0x55aa0001", g, 4, "0x1111");
+        s += &comm("0x55aa0002", g % 2, 2, if g < 2 { "0xa0" } else { "0xa1" });
+        s += &comm(
+            "0x55aa0003",
+            g / 2,
+            2,
+            if g % 2 == 0 { "0xd0" } else { "0xd1" },
+        );
+        s += &format!("{pre} NCCL INFO Broadcast: opCount 0 sendbuff 0x7f0000 recvbuff 0x7f0000 count 4096 datatype 7 op 0 root 0 comm 0x55aa0001 [nranks=4] stream 0x5600\n");
+        for step in 0..3 {
+            for (ptr, name, count, dt) in [
+                ("0x55aa0002", "AllGather", 65536, 9),
+                ("0x55aa0002", "ReduceScatter", 65536, 9),
+                ("0x55aa0003", "AllReduce", 262_144, 7),
+            ] {
+                s += &format!("{pre} NCCL INFO {name}: opCount {step:x} sendbuff 0x7f0000 recvbuff 0x7f1000 count {count} datatype {dt} op 0 root 0 comm {ptr} [nranks=2] stream 0x5600\n");
+            }
+        }
+    }
+    let p = dir.join("dp_tp.log");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
+fn replay(np: usize, args: &[&str]) -> Run {
+    let mut all = vec!["replay"];
+    all.extend_from_slice(args);
+    let r = mpirun(np, &all, Duration::from_secs(180));
+    assert_no_panic(&r);
+    assert!(!r.timed_out, "{}", r.all());
+    r
+}
+
+fn read(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap()
+}
+
+#[test]
+fn a_data_and_tensor_parallel_trace_replays_step_by_step_with_checking() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dp_tp_log(dir.path());
+    let out = dir.path().join("out");
+    let r = replay(
+        4,
+        &[
+            "--trace",
+            log.to_str().unwrap(),
+            "--steps",
+            "5",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let j = read(&out.join("replay.json"));
+    assert_eq!(j["trace_format"], "nccl-coll");
+    assert_eq!(j["ranks"], 4);
+    // The step is the last repetition: 3 calls on each rank (the set-up broadcast is
+    // not part of it), each checked.
+    assert_eq!(j["calls_per_step"], serde_json::json!([3, 3, 3, 3]), "{j}");
+    assert_eq!(j["wrong"], 0, "{j}");
+    assert_eq!(j["steps"], 5);
+    let calls = j["calls"].as_array().unwrap();
+    assert_eq!(
+        calls.len(),
+        6,
+        "2 TP + 2 DP communicators × their calls: {j}"
+    );
+    let dp: Vec<&Value> = calls
+        .iter()
+        .filter(|c| c["collective"] == "all_reduce")
+        .collect();
+    assert_eq!(dp.len(), 2);
+    for c in &dp {
+        assert_eq!(
+            (
+                c["bytes"].as_u64(),
+                c["ranks"].as_u64(),
+                c["dtype"].as_str()
+            ),
+            (Some(1 << 20), Some(2), Some("f32")),
+            "{c}"
+        );
+        assert!(
+            c["time_us"].as_f64().unwrap() > 0.0 && c["busbw_gbps"].as_f64().unwrap() > 0.0,
+            "{c}"
+        );
+    }
+    let comms: Vec<&str> = dp.iter().map(|c| c["comm"].as_str().unwrap()).collect();
+    assert!(
+        comms.contains(&"0xd0") && comms.contains(&"0xd1"),
+        "{comms:?}"
+    );
+    // all_gather of 65536 bf16 a rank: 256 KiB over the 2 ranks, bf16 replayed as u8
+    // on the mpi backend, said once.
+    let ag = calls
+        .iter()
+        .find(|c| c["collective"] == "all_gather")
+        .unwrap();
+    assert_eq!(
+        (ag["bytes"].as_u64(), ag["dtype"].as_str()),
+        (Some(256 << 10), Some("bf16")),
+        "{ag}"
+    );
+    assert!(
+        j["notes"]
+            .to_string()
+            .contains("bf16 sum as u8 on this backend"),
+        "{j}"
+    );
+    // The step's time is at least its slowest call's.
+    let step = j["step"]["p50_us"].as_f64().unwrap();
+    let slowest = calls
+        .iter()
+        .map(|c| c["time_us"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(
+        step >= slowest * 0.99,
+        "step {step} us, slowest call {slowest} us"
+    );
+    assert!(
+        r.stdout.contains("# replay: PASS — no max_slowdown asked"),
+        "{}",
+        r.all()
+    );
+}
+
+#[test]
+fn flight_recorder_times_are_the_source_and_max_slowdown_judges_the_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for rank in 0..2 {
+        // A 4 MiB f32 all_reduce that took 1 µs on the "source": no network does that.
+        let dump = serde_json::json!({
+            "version": "2.4",
+            "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+            "entries": (0..4).map(|i| serde_json::json!({
+                "record_id": i, "pg_id": 0, "process_group": ["0", "default_pg"],
+                "collective_seq_id": i + 1, "p2p_seq_id": 0, "op_id": i + 1,
+                "profiling_name": "nccl:all_reduce",
+                "input_sizes": [[1024, 1024]], "input_dtypes": ["Float"],
+                "output_sizes": [[1024, 1024]], "output_dtypes": ["Float"],
+                "state": "completed", "duration_ms": 0.001,
+            })).collect::<Vec<_>>(),
+        });
+        let p = dir.path().join(format!("fr_rank_{rank}"));
+        std::fs::write(&p, dump.to_string()).unwrap();
+        files.push(p.to_str().unwrap().to_string());
+    }
+    let out = dir.path().join("out");
+    let mut args = vec!["--trace", &files[0], &files[1]];
+    args.extend([
+        "--steps",
+        "3",
+        "--max-slowdown",
+        "1.5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = replay(2, &args);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let j = read(&out.join("replay.json"));
+    assert_eq!(j["trace_format"], "flight-recorder");
+    assert!(
+        (j["source_step_us"].as_f64().unwrap() - 1.0).abs() < 1e-9,
+        "{j}"
+    );
+    assert!(j["slowdown"].as_f64().unwrap() > 1.5, "{j}");
+    let v = j["verdict"].as_str().unwrap();
+    assert!(
+        v.contains("the source's communication time (max 1.5)")
+            && v.contains("all_reduce 4MiB on 0 (2 ranks)"),
+        "{v}"
+    );
+    assert_eq!(j["pass"], false);
+}
+
+#[test]
+fn bad_traces_are_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dp_tp_log(dir.path());
+    // A 4-rank trace on 2 ranks.
+    let r = replay(2, &["--trace", log.to_str().unwrap()]);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("--trace: the trace is of 4 rank(s), this job has 2 (run it with -np 4"),
+        "{}",
+        r.all()
+    );
+    // A file that is not there, named.
+    let r = replay(2, &["--trace", "/nonexistent/trace.log"]);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("--trace: /nonexistent/trace.log: "),
+        "{}",
+        r.all()
+    );
+    // A file with no collective in it.
+    let empty = dir.path().join("empty.log");
+    std::fs::write(
+        &empty,
+        "h:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n",
+    )
+    .unwrap();
+    let r = replay(2, &["--trace", empty.to_str().unwrap()]);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("--trace: nothing to replay"),
+        "{}",
+        r.all()
+    );
+}
