@@ -64,9 +64,20 @@ pub struct ReplayArgs {
     /// time (needs a trace with times).
     #[arg(long = "max-slowdown", value_name = "X")]
     pub max_slowdown: Option<f64>,
+    /// The source's times from a replay.json of the same trace made there (another
+    /// cluster, or this one before a change): the "there" of here / there.
+    #[arg(long, value_name = "REPLAY_JSON")]
+    pub baseline: Option<PathBuf>,
     /// Directory for replay.json.
     #[arg(long)]
     pub out: Option<PathBuf>,
+}
+
+/// `--baseline`: an earlier replay.json (of the same trace).
+fn load_baseline(p: &std::path::Path) -> Result<ReplayReport, String> {
+    let text = std::fs::read(p).map_err(|e| format!("--baseline: {}: {e}", p.display()))?;
+    serde_json::from_slice(&text)
+        .map_err(|e| format!("--baseline: {}: not a replay.json ({e})", p.display()))
 }
 
 /// Read the trace files on this rank (rank 0 does; the others get it broadcast).
@@ -164,6 +175,15 @@ pub fn run(
         Err(String::new())
     };
     let t = world.broadcast_json(Some(&loaded))?.map_err(agreed)?;
+    let baseline = match (&args.baseline, world.rank) {
+        (Some(p), 0) => Some(load_baseline(p)),
+        _ => None,
+    };
+    let bad: Option<String> = baseline.as_ref().and_then(|b| b.as_ref().err().cloned());
+    if let Some(e) = world.broadcast_json(Some(&bad))? {
+        return Err(agreed(e));
+    }
+    let baseline = baseline.and_then(Result::ok);
     if t.ranks != world.size {
         return Err(agreed(format!(
             "--trace: the trace is of {} rank(s), this job has {} (run it with -np {}; scaling a trace to another size is not built yet)",
@@ -204,49 +224,18 @@ pub fn run(
             p2p_all.iter().sum::<usize>()
         ));
     }
-    let (keys, mut prepared) = prepare(&t, &steps[world.rank], &bes, &mut notes)?;
+    let (keys, mut prepared) = prepare(world, &t, &steps[world.rank], &bes, &mut notes)?;
     let ctx = |what: String| WaitCtx {
         what,
         deadline: cfg.deadline,
         barrier: false,
     };
-    // The checked step.
-    let mut wrong = 0u64;
-    let mut wrong_calls = Vec::new();
-    if args.check == 1 {
-        for x in &mut prepared {
-            let be = &*bes[x.be].1;
-            let w = check_one(be, x, &ctx(format!("checking {}", x.call.describe())))?;
-            if w > 0 {
-                wrong += w;
-                wrong_calls.push(format!("{} on {}", x.call.describe(), keys[x.key].comm));
-            }
-        }
-    }
-    // Warm-up, then the timed steps.
-    let mut mine = RankTimes {
-        step_s: Vec::new(),
-        calls: prepared.iter().map(|x| (x.key, Vec::new())).collect(),
+    let (wrong, wrong_calls) = if args.check == 1 {
+        check_step(&bes, &mut prepared, &keys, &ctx)?
+    } else {
+        (0, Vec::new())
     };
-    for s in 0..args.warmup + args.steps {
-        world.comm.barrier();
-        let t0 = Instant::now();
-        for (i, x) in prepared.iter_mut().enumerate() {
-            let be = &*bes[x.be].1;
-            let what = ctx(format!("step {s}: {}", x.call.describe()));
-            let bufs = Bufs::OutOfPlace {
-                send: &x.send,
-                recv: &mut x.recv,
-            };
-            let d = be.run_timed(&x.call, bufs, 1, &what)?;
-            if s >= args.warmup {
-                mine.calls[i].1.push(d.first().copied().unwrap_or(0.0));
-            }
-        }
-        if s >= args.warmup {
-            mine.step_s.push(t0.elapsed().as_secs_f64());
-        }
-    }
+    let mine = time_steps(world, args, &bes, &mut prepared, &ctx)?;
     let all: Vec<RankTimes> = world.all_gather_json(&mine)?;
     let wrongs: Vec<(u64, Vec<String>)> = world.all_gather_json(&(wrong, wrong_calls))?;
     let keys_all: Vec<Vec<CallKey>> = world.all_gather_json(&keys)?;
@@ -254,7 +243,17 @@ pub fn run(
     if world.rank != 0 {
         return Ok(Outcome::Pass);
     }
-    let report = finish(args, &t, &steps, why, notes, keys_all, all, wrongs);
+    let report = finish(
+        args,
+        &t,
+        &steps,
+        why,
+        notes,
+        keys_all,
+        all,
+        wrongs,
+        baseline.as_ref(),
+    );
     print_report(&report);
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("--out: {}", dir.display()))?;
@@ -272,6 +271,7 @@ pub fn run(
 /// This rank's calls as backend calls with their buffers, filled with their input;
 /// and the keys describing them (in order of first use).
 fn prepare(
+    world: &World,
     t: &Trace,
     step: &[TraceCall],
     bes: &[(usize, Box<dyn Backend>)],
@@ -329,11 +329,13 @@ fn prepare(
         let key = CallKey {
             comm: t.comms[x.comm].id.clone(),
             ranks: n,
+            tier: tier_of(world, &t.comms[x.comm].members),
             collective: kind,
             dtype: x.dtype,
             op: red,
             bytes: x.bytes(),
             source_us: None,
+            source_last_us: None,
         };
         let k = match keys.iter().position(|k| *k == key) {
             Some(k) => k,
@@ -355,10 +357,82 @@ fn prepare(
     Ok((keys, out))
 }
 
+/// "intra-node" when the ranks share a host, else "inter-node (N hosts)".
+fn tier_of(world: &World, members: &[usize]) -> String {
+    let mut nodes: Vec<usize> = members
+        .iter()
+        .filter_map(|g| world.node_of.get(*g).copied())
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    if nodes.len() <= 1 {
+        "intra-node".into()
+    } else {
+        format!("inter-node ({} hosts)", nodes.len())
+    }
+}
+
 fn note_once(notes: &mut Vec<String>, n: String) {
     if !notes.contains(&n) {
         notes.push(n);
     }
+}
+
+type Ctx<'a> = &'a dyn Fn(String) -> WaitCtx;
+
+/// The checked step: every call once, its output compared; (wrong elements, the
+/// calls that had some).
+fn check_step(
+    bes: &[(usize, Box<dyn Backend>)],
+    prepared: &mut [Prepared],
+    keys: &[CallKey],
+    ctx: Ctx,
+) -> Result<(u64, Vec<String>)> {
+    let (mut wrong, mut calls) = (0u64, Vec::new());
+    for x in prepared {
+        let be = &*bes[x.be].1;
+        let w = check_one(be, x, &ctx(format!("checking {}", x.call.describe())))?;
+        if w > 0 {
+            wrong += w;
+            calls.push(format!("{} on {}", x.call.describe(), keys[x.key].comm));
+        }
+    }
+    Ok((wrong, calls))
+}
+
+/// Warm-up, then the timed steps, each started by a barrier of the world: this
+/// rank's step times and each call's.
+fn time_steps(
+    world: &World,
+    args: &ReplayArgs,
+    bes: &[(usize, Box<dyn Backend>)],
+    prepared: &mut [Prepared],
+    ctx: Ctx,
+) -> Result<RankTimes> {
+    let mut mine = RankTimes {
+        step_s: Vec::new(),
+        calls: prepared.iter().map(|x| (x.key, Vec::new())).collect(),
+    };
+    for s in 0..args.warmup + args.steps {
+        world.comm.barrier();
+        let t0 = Instant::now();
+        for (i, x) in prepared.iter_mut().enumerate() {
+            let be = &*bes[x.be].1;
+            let what = ctx(format!("step {s}: {}", x.call.describe()));
+            let bufs = Bufs::OutOfPlace {
+                send: &x.send,
+                recv: &mut x.recv,
+            };
+            let d = be.run_timed(&x.call, bufs, 1, &what)?;
+            if s >= args.warmup {
+                mine.calls[i].1.push(d.first().copied().unwrap_or(0.0));
+            }
+        }
+        if s >= args.warmup {
+            mine.step_s.push(t0.elapsed().as_secs_f64());
+        }
+    }
+    Ok(mine)
 }
 
 /// One call on its input into a poisoned output, compared with the expected result:
@@ -393,6 +467,7 @@ fn finish(
     keys_all: Vec<Vec<CallKey>>,
     all: Vec<RankTimes>,
     wrongs: Vec<(u64, Vec<String>)>,
+    baseline: Option<&ReplayReport>,
 ) -> ReplayReport {
     // One key list for all ranks: each rank's keys mapped into it.
     let mut keys: Vec<CallKey> = Vec::new();
@@ -436,6 +511,29 @@ fn finish(
         .collect::<Option<Vec<f64>>>()
         .and_then(|v| v.into_iter().reduce(f64::max))
         .filter(|s| *s > 0.0);
+    let mut notes = notes;
+    let mut source_step_us = source_step_us;
+    if let Some(b) = baseline {
+        // The baseline's times are the source's, call by call and for the step.
+        for k in &mut keys {
+            let same = b.calls.iter().find(|c| {
+                c.comm == k.comm
+                    && c.collective == k.collective
+                    && c.bytes == k.bytes
+                    && c.dtype == k.dtype
+            });
+            k.source_us = same.map(|c| c.time_us);
+            k.source_last_us = same.map(|c| c.last_us).filter(|t| *t > 0.0);
+        }
+        source_step_us = Some(b.step.p50_us).filter(|s| *s > 0.0);
+        let from = args.baseline.as_ref().map(|p| p.display().to_string());
+        notes.push(format!(
+            "source times from --baseline {} (its {} step(s) on backend {})",
+            from.unwrap_or_default(),
+            b.steps,
+            b.backend
+        ));
+    }
     let (step, calls) = rec::analyze(&keys, &ranks);
     let wrong: u64 = wrongs.iter().map(|w| w.0).sum();
     let mut wrong_calls: Vec<String> = wrongs
@@ -466,6 +564,7 @@ fn finish(
             .collect(),
         backend,
         step,
+        calls_sum_us: calls.iter().map(|c| c.last_us * c.per_step as f64).sum(),
         source_step_us,
         slowdown: source_step_us.map(|s| step.p50_us / s),
         calls,
@@ -493,18 +592,20 @@ fn print_report(r: &ReplayReport) {
         println!("# note: {n}");
     }
     println!(
-        "# step communication time: median {:.1} us, p99 {:.1} us{}",
+        "# step communication time: median {:.1} us, p99 {:.1} us; its calls at their medians {:.1} us{}",
         r.step.p50_us,
         r.step.p99_us,
+        r.calls_sum_us,
         match (r.source_step_us, r.slowdown) {
             (Some(s), Some(x)) => format!(" (source {s:.1} us: {x:.2}x)"),
             _ => String::new(),
         }
     );
     println!(
-        "{:>12} {:>6} {:>15} {:>10} {:>6} {:>5} {:>11} {:>9} {:>6} {:>10} {:>7}",
+        "{:>12} {:>6} {:>20} {:>15} {:>10} {:>6} {:>5} {:>11} {:>9} {:>6} {:>10} {:>7}",
         "comm",
         "ranks",
+        "tier",
         "collective",
         "bytes",
         "type",
@@ -517,9 +618,10 @@ fn print_report(r: &ReplayReport) {
     );
     for c in &r.calls {
         println!(
-            "{:>12} {:>6} {:>15} {:>10} {:>6} {:>5} {:>11.1} {:>9.3} {:>5.1}% {:>10} {:>7}",
+            "{:>12} {:>6} {:>20} {:>15} {:>10} {:>6} {:>5} {:>11.1} {:>9.3} {:>5.1}% {:>10} {:>7}",
             c.comm,
             c.ranks,
+            c.tier,
             c.collective.name(),
             crate::units::Bytes(c.bytes).to_string(),
             c.dtype.to_string(),

@@ -20,6 +20,9 @@ pub struct ReplayCall {
     pub comm: String,
     /// Ranks of the communicator.
     pub ranks: usize,
+    /// Where its ranks are: "intra-node" (one host) or "inter-node (N hosts)".
+    #[serde(default)]
+    pub tier: String,
     /// The collective.
     pub collective: CollKind,
     /// The trace's element type (the replay may have used another of its size: notes).
@@ -32,14 +35,22 @@ pub struct ReplayCall {
     pub per_step: usize,
     /// Median over steps and calls of the slowest rank's time, µs.
     pub time_us: f64,
+    /// Median over steps and calls of the fastest rank's time, µs: the last rank to
+    /// arrive waits for nobody, so this is the call's own cost without the ranks' skew.
+    #[serde(default)]
+    pub last_us: f64,
     /// Bus bandwidth at that time, GB/s (nccl-tests' factors).
     pub busbw_gbps: f64,
     /// Its calls' share of the step's communication time (sum of its times / step).
     pub share: f64,
-    /// The source cluster's median time for it (Flight Recorder durations), µs.
+    /// The source's median time for it (Flight Recorder durations, or `--baseline`'s
+    /// replay), µs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_us: Option<f64>,
-    /// time_us / source_us.
+    /// The `--baseline` replay's `last_us` for it, µs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_last_us: Option<f64>,
+    /// last_us / source_last_us with a `--baseline`, else time_us / source_us.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowdown: Option<f64>,
 }
@@ -70,8 +81,14 @@ pub struct ReplayReport {
     pub backend: String,
     /// Per step, the slowest rank's communication time.
     pub step: TimeStats,
-    /// The source cluster's step: the sum of its calls' median times (one rank, the
-    /// slowest), µs; None without times in the trace.
+    /// The step's calls end to end, each at its own cost (`last_us`: the median time of
+    /// the last rank to arrive, which waits for nobody), µs: the prediction without the
+    /// ranks' skew, which back-to-back calls pile up and a job's compute between calls
+    /// absorbs.
+    #[serde(default)]
+    pub calls_sum_us: f64,
+    /// The source's step: the sum of its calls' median times (one rank, the slowest),
+    /// or `--baseline`'s step median, µs; None without times.
     pub source_step_us: Option<f64>,
     /// step median / source_step_us.
     pub slowdown: Option<f64>,
@@ -103,11 +120,13 @@ pub struct RankTimes {
 pub struct CallKey {
     pub comm: String,
     pub ranks: usize,
+    pub tier: String,
     pub collective: CollKind,
     pub dtype: Dtype,
     pub op: Option<RedOp>,
     pub bytes: u64,
     pub source_us: Option<f64>,
+    pub source_last_us: Option<f64>,
 }
 
 /// The step's time summary and the per-call table from every rank's times.
@@ -135,17 +154,19 @@ pub fn analyze(keys: &[CallKey], ranks: &[RankTimes]) -> (TimeStats, Vec<ReplayC
         if per_step == 0 {
             continue;
         }
-        let mut slowest = Vec::new();
+        let (mut slowest, mut last) = (Vec::new(), Vec::new());
         for i in 0..per_step {
             for s in 0..steps {
-                let t = per_rank
+                let t: Vec<f64> = per_rank
                     .iter()
-                    .filter_map(|calls| calls.get(i).and_then(|v| v.get(s)))
-                    .fold(0.0, |a: f64, b| a.max(*b));
-                slowest.push(t);
+                    .filter_map(|calls| calls.get(i).and_then(|v| v.get(s)).copied())
+                    .collect();
+                slowest.push(t.iter().copied().fold(0.0, f64::max));
+                last.push(t.iter().copied().fold(f64::INFINITY, f64::min));
             }
         }
         let time = stats::median(&slowest);
+        let own = stats::median(&last);
         let (_, busbw) = crate::collective::bandwidths(key.collective, key.bytes, time, key.ranks);
         let share = if step_total > 0.0 {
             slowest.iter().sum::<f64>() / step_total
@@ -155,16 +176,24 @@ pub fn analyze(keys: &[CallKey], ranks: &[RankTimes]) -> (TimeStats, Vec<ReplayC
         out.push(ReplayCall {
             comm: key.comm.clone(),
             ranks: key.ranks,
+            tier: key.tier.clone(),
             collective: key.collective,
             dtype: key.dtype,
             op: key.op,
             bytes: key.bytes,
             per_step,
             time_us: time * 1e6,
+            last_us: own * 1e6,
             busbw_gbps: busbw,
             share,
             source_us: key.source_us,
-            slowdown: key.source_us.filter(|s| *s > 0.0).map(|s| time * 1e6 / s),
+            source_last_us: key.source_last_us,
+            // The call's own cost against the source's, when both are known; else
+            // the slowest rank's times.
+            slowdown: match key.source_last_us.filter(|s| *s > 0.0) {
+                Some(s) => Some(own * 1e6 / s),
+                None => key.source_us.filter(|s| *s > 0.0).map(|s| time * 1e6 / s),
+            },
         });
     }
     out.sort_by(|a, b| b.share.total_cmp(&a.share));
@@ -191,11 +220,12 @@ pub fn judge(r: &ReplayReport) -> (bool, String) {
                 })
                 .map(|c| {
                     format!(
-                        "; most of it: {} {} on {} ({} ranks), {:.2}x",
+                        "; most of it: {} {} on {} ({} ranks, {}), {:.2}x",
                         c.collective,
                         crate::units::Bytes(c.bytes),
                         c.comm,
                         c.ranks,
+                        c.tier,
                         c.slowdown.unwrap_or(0.0)
                     )
                 })
@@ -208,7 +238,7 @@ pub fn judge(r: &ReplayReport) -> (bool, String) {
         (Some(max), Some(s)) => (true, format!("a step takes {s:.2}x the source's (max {max})")),
         (Some(_), None) => (
             true,
-            "max_slowdown not judged: the trace has no times (NCCL COLL logs do not; a Flight Recorder dump with TORCH_NCCL_ENABLE_TIMING=1 does)".into(),
+            "max_slowdown not judged: no source times (NCCL COLL logs have none: give --baseline, a replay.json of the same trace on the source cluster, or a Flight Recorder dump with TORCH_NCCL_ENABLE_TIMING=1)".into(),
         ),
         (None, _) => (true, "no max_slowdown asked".into()),
     }
@@ -222,11 +252,13 @@ mod tests {
         CallKey {
             comm: comm.into(),
             ranks,
+            tier: "inter-node (2 hosts)".into(),
             collective: CollKind::AllReduce,
             dtype: Dtype::F32,
             op: Some(RedOp::Sum),
             bytes,
             source_us: source,
+            source_last_us: None,
         }
     }
 
@@ -275,6 +307,7 @@ mod tests {
             notes: vec![],
             backend: "mpi".into(),
             step: TimeStats::default(),
+            calls_sum_us: 0.0,
             source_step_us: Some(100.0),
             slowdown: Some(2.5),
             calls: vec![],
