@@ -712,12 +712,27 @@ fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() 
         .unwrap_or_else(|| panic!("probe.fabric criterion: {acc}"));
     assert_eq!(fabric["status"], "pass", "{fabric}");
     // No GPU on the simulated cluster: the GPU phase ran, found none, and its
-    // criteria are NOT RUN with the driver's reason (not a failure).
+    // criteria are NOT RUN with the driver's reason (not a failure) — but the SDC
+    // vote, which the 8 CPU ranks run with the host's workloads.
+    let sdc = acc["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "gpu.sdc")
+        .unwrap_or_else(|| panic!("gpu.sdc criterion: {acc}"));
+    assert_eq!(sdc["status"], "pass", "{sdc}");
+    assert!(
+        sdc["measured"]
+            .as_str()
+            .unwrap()
+            .contains(" of 8 voting rank(s); CPU ranks only"),
+        "{sdc}"
+    );
     let gpu: Vec<&Value> = acc["criteria"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|c| c["phase"] == "gpu")
+        .filter(|c| c["phase"] == "gpu" && c["id"] != "gpu.sdc")
         .collect();
     assert!(!gpu.is_empty(), "{acc}");
     for c in gpu {
