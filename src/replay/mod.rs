@@ -413,17 +413,21 @@ fn time_steps(
         step_s: Vec::new(),
         calls: prepared.iter().map(|x| (x.key, Vec::new())).collect(),
     };
+    // Each call's deadline message, made once: the step's clock runs over the calls.
+    let whats: Vec<WaitCtx> = prepared
+        .iter()
+        .map(|x| ctx(format!("a replayed step: {}", x.call.describe())))
+        .collect();
     for s in 0..args.warmup + args.steps {
         world.comm.barrier();
         let t0 = Instant::now();
         for (i, x) in prepared.iter_mut().enumerate() {
             let be = &*bes[x.be].1;
-            let what = ctx(format!("step {s}: {}", x.call.describe()));
             let bufs = Bufs::OutOfPlace {
                 send: &x.send,
                 recv: &mut x.recv,
             };
-            let d = be.run_timed(&x.call, bufs, 1, &what)?;
+            let d = be.run_timed(&x.call, bufs, 1, &whats[i])?;
             if s >= args.warmup {
                 mine.calls[i].1.push(d.first().copied().unwrap_or(0.0));
             }

@@ -359,34 +359,42 @@ fn resolve(
             .comm_id
             .clone()
             .unwrap_or_else(|| format!("{}@{g}", r.comm_ptr));
-        let (Some(&comm), Some((dtype, note)), Some(red)) =
-            (index.get(&id), nccl_dtype(r.dtype), nccl_op(r.red))
-        else {
-            t.warn(format!(
-                "a call with datatype {} op {}: not NCCL's",
-                r.dtype, r.red
-            ));
+        let Some(&comm) = index.get(&id) else {
             continue;
         };
-        let count = match r.op {
-            // NCCL counts per rank (all_gather: sent, reduce_scatter: received,
-            // alltoall: to each peer); burnin's count is the whole buffer.
-            Op::Coll(CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll) => {
-                r.nccl_count * c.nranks
-            }
-            _ => r.nccl_count,
-        };
-        t.calls[g].push(TraceCall {
-            comm,
-            op: r.op,
-            count,
-            dtype,
-            dtype_note: note.map(str::to_string),
-            red,
-            root: r.root,
-            source_us: None,
-        });
+        match to_call(&r, comm, c.nranks) {
+            Ok(call) => t.calls[g].push(call),
+            Err(w) => t.warn(w),
+        }
     }
+}
+
+/// A COLL line as a call on communicator `comm` of `nranks` ranks: NCCL's type, op and
+/// per-rank count (all_gather: sent, reduce_scatter: received, alltoall: to each peer)
+/// turned into burnin's (the whole buffer).
+fn to_call(r: &RawCall, comm: usize, nranks: usize) -> Result<TraceCall, String> {
+    let (Some((dtype, note)), Some(red)) = (nccl_dtype(r.dtype), nccl_op(r.red)) else {
+        return Err(format!(
+            "a call with datatype {} op {}: not NCCL's",
+            r.dtype, r.red
+        ));
+    };
+    let count = match r.op {
+        Op::Coll(CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll) => {
+            r.nccl_count * nranks
+        }
+        _ => r.nccl_count,
+    };
+    Ok(TraceCall {
+        comm,
+        op: r.op,
+        count,
+        dtype,
+        dtype_note: note.map(str::to_string),
+        red,
+        root: r.root,
+        source_us: None,
+    })
 }
 
 /// A COLL log without Init lines (a log cut to its COLL lines, or NCCL_DEBUG_SUBSYS=COLL
@@ -472,30 +480,13 @@ fn without_init(t: &mut Trace, raw: Vec<RawCall>) {
     t.calls = vec![Vec::new(); who.len()];
     for r in raw {
         let g = rank_of(&r.who);
-        let comm = comm_of[&(g, r.comm_ptr.clone())];
-        let Some(((dtype, note), red)) = nccl_dtype(r.dtype).zip(nccl_op(r.red)) else {
-            t.warn(format!(
-                "a call with datatype {} op {}: not NCCL's",
-                r.dtype, r.red
-            ));
+        let Some(&comm) = comm_of.get(&(g, r.comm_ptr.clone())) else {
             continue;
         };
-        let count = match r.op {
-            Op::Coll(CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll) => {
-                r.nccl_count * r.nranks
-            }
-            _ => r.nccl_count,
-        };
-        t.calls[g].push(TraceCall {
-            comm,
-            op: r.op,
-            count,
-            dtype,
-            dtype_note: note.map(str::to_string),
-            red,
-            root: r.root,
-            source_us: None,
-        });
+        match to_call(&r, comm, r.nranks) {
+            Ok(call) => t.calls[g].push(call),
+            Err(w) => t.warn(w),
+        }
     }
 }
 
