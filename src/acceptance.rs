@@ -56,7 +56,7 @@ pub struct RunArgs {
     /// Results folder (default: results/<UTC time>-<card name>).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Run only these of the card's phases (comma list of probe, gpu, sweep, train, chaos, soak);
+    /// Run only these of the card's phases (comma list of probe, gpu, sweep, replay, train, chaos, soak);
     /// the others' criteria are NOT RUN.
     #[arg(long, value_name = "LIST")]
     pub phases: Option<String>,
@@ -140,6 +140,8 @@ fn supervise(argv: &[String], log_dir: &Path, limit: Duration, quiet: bool) -> R
 /// Everything the jobs share.
 struct Runner {
     out: PathBuf,
+    /// The card's file: the replay's paths are relative to its folder.
+    card_path: PathBuf,
     launch: Vec<String>,
     burnin: String,
     global: Vec<String>,
@@ -313,6 +315,7 @@ fn wrote_final_record(name: &str, dir: &Path, since: f64) -> bool {
         "probe" => "probe.json",
         "sweep" | "train" | "train-part" | "train-resume" => "run.json",
         "gpu" | "gpu-after" => "gpu.json",
+        "replay" => "replay.json",
         _ => return false,
     };
     let Ok(meta) = std::fs::metadata(dir.join(file)) else {
@@ -350,7 +353,7 @@ fn select_phases(card: &Card, only: Option<&str>) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for p in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if !PHASES.contains(&p) {
-            bail!("--phases: unknown phase '{p}' (probe, gpu, sweep, train, chaos, soak)");
+            bail!("--phases: unknown phase '{p}' ({})", PHASES.join(", "));
         }
         if !have.contains(&p) {
             bail!("--phases: the card has no [{p}] section");
@@ -512,6 +515,35 @@ fn gpu_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
     }
     a.extend(["--out".into(), path_text(dir)]);
     a.extend(g.args.iter().cloned());
+    a
+}
+
+/// The `burnin replay` flags of the card's [replay] section (paths resolved against
+/// the card's folder).
+fn replay_args(card: &Card, card_path: &Path, dir: &Path) -> Vec<String> {
+    let Some(p) = &card.replay else {
+        return Vec::new();
+    };
+    let (trace, baseline) = p.paths(card_path);
+    let mut a: Vec<String> = vec!["replay".into(), "--trace".into()];
+    a.extend(trace.iter().map(|t| path_text(&absolute(t))));
+    let mut flag = |k: &str, v: Option<String>| {
+        if let Some(v) = v {
+            a.extend([k.to_string(), v]);
+        }
+    };
+    flag("--format", p.format.clone());
+    flag("--steps", p.steps.map(|v| v.to_string()));
+    flag("--warmup", p.warmup.map(|v| v.to_string()));
+    flag("--step-calls", p.step_calls.map(|v| v.to_string()));
+    flag("--grow", p.grow.clone());
+    flag("--baseline", baseline.map(|b| path_text(&absolute(&b))));
+    flag(
+        "--max-slowdown",
+        p.criteria.max_slowdown.map(|v| v.to_string()),
+    );
+    flag("--out", Some(path_text(dir)));
+    a.extend(p.args.iter().cloned());
     a
 }
 
@@ -750,6 +782,7 @@ impl Runner {
         };
         Ok(Runner {
             out: plan.out.clone(),
+            card_path: args.card.clone(),
             launch: plan.launch.clone(),
             burnin,
             global,
@@ -788,6 +821,11 @@ fn run_phase(r: &mut Runner, card: &Card, phase: &str, topo_path: Option<&Path>)
             let t = card.soak.as_ref().map(|k| k.bound_s()).unwrap_or(600.0);
             let argv = r.under_launcher(&soak_args(card, topo_path, &out.join("soak")));
             r.job("soak", "soak", argv, t)?;
+        }
+        "replay" => {
+            let t = secs(card.replay.as_ref().and_then(|p| p.timeout_s), 600.0);
+            let argv = r.under_launcher(&replay_args(card, &r.card_path, &out.join("replay")));
+            r.job("replay", "replay", argv, t)?;
         }
         "train" => run_train(r, card)?,
         "chaos" => {
@@ -1027,6 +1065,28 @@ mod tests {
         assert_eq!(
             t.join(" "),
             "train --steps 10 --resume --ckpt-every 10 --ckpt-bytes 4MiB --preset tiny --out /r/p --log-every 5"
+        );
+        // The replay's trace is found next to the card, wherever burnin runs from.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("cards/sim-4node.toml");
+        let r = replay_args(&card, &path, Path::new("/r/replay"));
+        let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("cards/traces/dp-tp-2node.log");
+        assert_eq!(
+            r.join(" "),
+            format!(
+                "replay --trace {} --steps 10 --grow auto --out /r/replay",
+                trace.display()
+            )
+        );
+        let mut c2 = card.clone();
+        let spec = c2.replay.as_mut().unwrap();
+        spec.baseline = Some("/b/replay.json".into());
+        spec.criteria.max_slowdown = Some(1.25);
+        spec.step_calls = Some(3);
+        spec.args = vec!["--check".into(), "0".into()];
+        let r = replay_args(&c2, &path, Path::new("/r/replay")).join(" ");
+        assert!(
+            r.ends_with("--steps 10 --step-calls 3 --grow auto --baseline /b/replay.json --max-slowdown 1.25 --out /r/replay --check 0"),
+            "{r}"
         );
     }
 

@@ -2,7 +2,8 @@
 //! the run starts (TOML in `cards/`, documented in `cards/README.md`).
 //!
 //! A card names the topology file it is judged against, the phases to run with their
-//! workload (probe, sweep, train, chaos — a section present means the phase runs), the
+//! workload (probe, gpu, sweep, replay, train, chaos, soak — a section present means
+//! the phase runs), the
 //! criteria of each phase, and the price, so the report can state the cost of the
 //! acceptance and of useful work.
 //!
@@ -49,6 +50,17 @@
 //! nccl_transport_required = true             # inter-node NCCL over NET/IB on >= [inter] nics HCAs
 //!                                            # per host (default: on for infiniband/roce topologies)
 //!
+//! [replay]
+//! trace = ["traces/job-42"]                  # the job's NCCL COLL logs or Flight Recorder
+//!                                            # dumps (files, or folders of them), relative
+//!                                            # to this card
+//! grow = "auto"                              # the trace is of fewer ranks: how groups scale
+//! baseline = "traces/source-replay.json"     # the source cluster's replay.json (its times)
+//! steps = 20
+//! [replay.criteria]
+//! max_slowdown = 1.25                        # a step here <= 1.25 x the source's
+//! zero_wrong = true
+//!
 //! [train]
 //! steps = 200
 //! ckpt_every = 50
@@ -89,7 +101,9 @@ use std::path::{Path, PathBuf};
 /// The phases, in the order they run.
 /// The soak runs last: the quick phases fail a bad reservation in minutes, before
 /// hours of soak are spent on it.
-pub const PHASES: [&str; 6] = ["probe", "gpu", "sweep", "train", "chaos", "soak"];
+/// The replay comes after the sweep: a job's own collectives, judged beside the
+/// sweep's numbers, before the training's minutes are spent.
+pub const PHASES: [&str; 7] = ["probe", "gpu", "sweep", "replay", "train", "chaos", "soak"];
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -123,6 +137,9 @@ pub struct Card {
     /// The sweep phase (runs when present).
     #[serde(default)]
     pub sweep: Option<SweepSpec>,
+    /// The replay of a job's own trace (runs when present).
+    #[serde(default)]
+    pub replay: Option<ReplaySpec>,
     /// The train phase (runs when present).
     #[serde(default)]
     pub train: Option<TrainSpec>,
@@ -397,6 +414,146 @@ impl Default for GpuCriteria {
             max_sdc_disagreements: None,
             zero_wrong: true,
             dcgm_diag: false,
+        }
+    }
+}
+
+/// `burnin replay` of a job's trace (NCCL COLL logs or Flight Recorder dumps).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplaySpec {
+    /// The trace's files (or folders of them), relative to the card's folder (or
+    /// absolute).
+    pub trace: Vec<PathBuf>,
+    /// auto, nccl or flight-recorder (--format; default auto).
+    #[serde(default)]
+    pub format: Option<String>,
+    /// Steps timed (--steps; default 20).
+    #[serde(default)]
+    pub steps: Option<u32>,
+    /// Steps before timing (--warmup; default 2).
+    #[serde(default)]
+    pub warmup: Option<u32>,
+    /// Calls of one step per rank (--step-calls; default: the repeating block).
+    #[serde(default)]
+    pub step_calls: Option<usize>,
+    /// How the trace's communicators scale to more ranks (--grow): "auto" or ids.
+    #[serde(default)]
+    pub grow: Option<String>,
+    /// A replay.json of the same trace on the source cluster, relative to the card's
+    /// folder: the source's times (--baseline).
+    #[serde(default)]
+    pub baseline: Option<PathBuf>,
+    /// Further `burnin replay` flags, passed verbatim.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// The phase's bound, seconds (default 600).
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// What the replay must show.
+    #[serde(default)]
+    pub criteria: ReplayCriteria,
+}
+
+/// What the replay must show.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayCriteria {
+    /// A step's communication time here at most this many times the source's
+    /// (needs the source's times: a Flight Recorder trace, or `baseline`).
+    #[serde(default)]
+    pub max_slowdown: Option<f64>,
+    /// Every element of the checked step right.
+    #[serde(default = "yes")]
+    pub zero_wrong: bool,
+}
+
+impl Default for ReplayCriteria {
+    fn default() -> Self {
+        ReplayCriteria {
+            max_slowdown: None,
+            zero_wrong: true,
+        }
+    }
+}
+
+impl ReplaySpec {
+    fn validate(&self, cx: &Field) -> Result<()> {
+        if self.trace.is_empty() {
+            return Err(anyhow!(
+                "{}: name at least one file of the job's trace",
+                cx.at("replay", "trace")
+            ));
+        }
+        if let Some(f) = &self.format {
+            if !["auto", "nccl", "flight-recorder"].contains(&f.as_str()) {
+                return Err(anyhow!(
+                    "{}: unknown format '{f}' (auto, nccl, flight-recorder)",
+                    cx.at("replay", "format")
+                ));
+            }
+        }
+        if self.steps == Some(0) {
+            return Err(anyhow!("{}: must be at least 1", cx.at("replay", "steps")));
+        }
+        if self.step_calls == Some(0) {
+            return Err(anyhow!(
+                "{}: must be at least 1",
+                cx.at("replay", "step_calls")
+            ));
+        }
+        if let Some(g) = &self.grow {
+            crate::kinds::Grow::parse(g).map_err(|e| {
+                anyhow!(
+                    "{}: {}",
+                    cx.at("replay", "grow"),
+                    e.trim_start_matches("--grow: ")
+                )
+            })?;
+        }
+        cx.positive("replay", "timeout_s", self.timeout_s)?;
+        cx.positive(
+            "replay.criteria",
+            "max_slowdown",
+            self.criteria.max_slowdown,
+        )
+    }
+
+    /// The trace's files and the baseline, resolved against the card's folder.
+    pub fn paths(&self, card_path: &Path) -> (Vec<PathBuf>, Option<PathBuf>) {
+        let base = card_path.parent().unwrap_or(Path::new("."));
+        let at = |p: &PathBuf| {
+            if p.is_absolute() {
+                p.clone()
+            } else {
+                base.join(p)
+            }
+        };
+        (
+            self.trace.iter().map(at).collect(),
+            self.baseline.as_ref().map(at),
+        )
+    }
+
+    /// Every file it names exists (checked when the card is loaded, before any phase).
+    fn check_files(&self, cx: &Field, card_path: &Path) -> Result<()> {
+        let (trace, baseline) = self.paths(card_path);
+        for p in &trace {
+            if !p.exists() {
+                return Err(anyhow!(
+                    "{}: {}: no such file",
+                    cx.at("replay", "trace"),
+                    p.display()
+                ));
+            }
+        }
+        match baseline {
+            Some(b) if !b.is_file() => Err(anyhow!(
+                "{}: {}: no such file",
+                cx.at("replay", "baseline"),
+                b.display()
+            )),
+            _ => Ok(()),
         }
     }
 }
@@ -699,7 +856,18 @@ impl Card {
     pub fn load(path: &Path) -> Result<Card> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow!("--card: cannot read {}: {e}", path.display()))?;
-        Card::parse(&text, &path.display().to_string())
+        let file = path.display().to_string();
+        let card = Card::parse(&text, &file)?;
+        if let Some(r) = &card.replay {
+            r.check_files(
+                &Field {
+                    text: &text,
+                    file: &file,
+                },
+                path,
+            )?;
+        }
+        Ok(card)
     }
 
     /// The topology file's path, resolved against the card's folder.
@@ -730,6 +898,7 @@ impl Card {
                 "probe" => self.probe.is_some(),
                 "gpu" => self.gpu.is_some(),
                 "sweep" => self.sweep.is_some(),
+                "replay" => self.replay.is_some(),
                 "train" => self.train.is_some(),
                 "chaos" => self.chaos.is_some(),
                 _ => self.soak.is_some(),
@@ -752,6 +921,9 @@ impl Card {
         }
         if let Some(s) = &self.sweep {
             s.validate(&cx)?;
+        }
+        if let Some(r) = &self.replay {
+            r.validate(&cx)?;
         }
         if let Some(t) = &self.train {
             t.validate(&cx)?;
@@ -778,7 +950,7 @@ impl Card {
         }
         if self.phases().is_empty() {
             return Err(anyhow!(
-                "{file}: no phase to run: add at least one of [probe], [gpu], [sweep], [train], [chaos], [soak]"
+                "{file}: no phase to run: add at least one of [probe], [gpu], [sweep], [replay], [train], [chaos], [soak]"
             ));
         }
         Ok(())
@@ -1178,7 +1350,24 @@ mod tests {
 
     #[test]
     fn errors_name_file_line_and_field() {
-        let cases: [(&str, &str); 9] = [
+        let cases: [(&str, &str); 14] = [
+            ("name='c'\n[replay]\ntrace = []\n", "c.toml:3: replay.trace: name at least one file"),
+            (
+                "name='c'\n[replay]\ntrace = ['t']\nformat = 'json'\n",
+                "c.toml:4: replay.format: unknown format 'json'",
+            ),
+            (
+                "name='c'\n[replay]\ntrace = ['t']\ngrow = ' , '\n",
+                "c.toml:4: replay.grow: ',': give auto or communicator ids",
+            ),
+            (
+                "name='c'\n[replay]\ntrace = ['t']\nsteps = 0\n",
+                "c.toml:4: replay.steps: must be at least 1",
+            ),
+            (
+                "name='c'\n[replay]\ntrace = ['t']\n[replay.criteria]\nmax_slowdown = -1\n",
+                "c.toml:5: replay.criteria.max_slowdown: -1 must be a positive number",
+            ),
             ("name='c'\n[probe]\ntimeout = 3\n", "c.toml:3:"),
             ("name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='2Q'\n", "c.toml:4:"),
             (
@@ -1223,6 +1412,35 @@ mod tests {
         );
         assert!(split_launch("mpirun 'unclosed").is_err());
         assert!(split_launch("  ").is_err());
+    }
+
+    #[test]
+    fn a_replay_section_runs_after_the_sweep_and_its_files_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("job")).unwrap();
+        std::fs::write(dir.path().join("base.json"), "{}").unwrap();
+        let card = dir.path().join("c.toml");
+        let text = "name='c'\n[train]\nsteps = 4\n[replay]\ntrace = ['job']\nbaseline = 'base.json'\n[sweep]\nmin_bytes='1K'\nmax_bytes='1M'\n";
+        std::fs::write(&card, text).unwrap();
+        let c = Card::load(&card).unwrap();
+        assert_eq!(c.phases(), vec!["sweep", "replay", "train"]);
+        let r = c.replay.as_ref().unwrap();
+        assert!(r.criteria.zero_wrong && r.criteria.max_slowdown.is_none());
+        let (trace, base) = r.paths(&card);
+        assert_eq!(trace, vec![dir.path().join("job")]);
+        assert_eq!(base, Some(dir.path().join("base.json")));
+        std::fs::write(&card, text.replace("'job'", "'job', 'gone.log'")).unwrap();
+        let e = format!("{:#}", Card::load(&card).unwrap_err());
+        assert!(
+            e.contains("c.toml:5: replay.trace:") && e.contains("gone.log: no such file"),
+            "{e}"
+        );
+        std::fs::write(&card, text.replace("base.json'", "nobase.json'")).unwrap();
+        let e = format!("{:#}", Card::load(&card).unwrap_err());
+        assert!(
+            e.contains("c.toml:6: replay.baseline:") && e.contains("no such file"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -278,3 +278,33 @@ pub struct Node {
     /// World ranks on this node; position in the list is the local rank.
     pub ranks: Vec<usize>,
 }
+
+/// `--grow`: which communicators grow.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Grow {
+    /// Those whose ranks span more than one host in the trace, and the world.
+    Auto,
+    /// These communicator ids.
+    Ids(Vec<String>),
+}
+
+impl Grow {
+    pub fn parse(s: &str) -> Result<Grow, String> {
+        let s = s.trim();
+        if s == "auto" {
+            return Ok(Grow::Auto);
+        }
+        let ids: Vec<String> = s
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(String::from)
+            .collect();
+        if ids.is_empty() {
+            return Err(format!(
+                "--grow: '{s}': give auto or communicator ids, comma-separated"
+            ));
+        }
+        Ok(Grow::Ids(ids))
+    }
+}

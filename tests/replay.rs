@@ -154,13 +154,11 @@ fn a_data_and_tensor_parallel_trace_replays_step_by_step_with_checking() {
     );
 }
 
-#[test]
-fn flight_recorder_times_are_the_source_and_max_slowdown_judges_the_step() {
-    let _s = serial();
-    let dir = tempfile::tempdir().unwrap();
+/// Flight Recorder dumps of 2 ranks (`fr_rank_0`, `fr_rank_1` in `dir`), 4 steps of a
+/// 4 MiB f32 all_reduce on the default process group, each taking `ms` on the source.
+fn fr_dumps(dir: &Path, ms: f64) -> Vec<String> {
     let mut files = Vec::new();
     for rank in 0..2 {
-        // A 4 MiB f32 all_reduce that took 1 µs on the "source": no network does that.
         let dump = serde_json::json!({
             "version": "2.4",
             "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
@@ -170,13 +168,22 @@ fn flight_recorder_times_are_the_source_and_max_slowdown_judges_the_step() {
                 "profiling_name": "nccl:all_reduce",
                 "input_sizes": [[1024, 1024]], "input_dtypes": ["Float"],
                 "output_sizes": [[1024, 1024]], "output_dtypes": ["Float"],
-                "state": "completed", "duration_ms": 0.001,
+                "state": "completed", "duration_ms": ms,
             })).collect::<Vec<_>>(),
         });
-        let p = dir.path().join(format!("fr_rank_{rank}"));
+        let p = dir.join(format!("fr_rank_{rank}"));
         std::fs::write(&p, dump.to_string()).unwrap();
         files.push(p.to_str().unwrap().to_string());
     }
+    files
+}
+
+#[test]
+fn flight_recorder_times_are_the_source_and_max_slowdown_judges_the_step() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // A 4 MiB f32 all_reduce that took 1 µs on the "source": no network does that.
+    let files = fr_dumps(dir.path(), 0.001);
     let out = dir.path().join("out");
     let mut args = vec!["--trace", &files[0], &files[1]];
     args.extend([
@@ -215,7 +222,7 @@ fn bad_traces_are_refused_naming_the_flag() {
     assert_eq!(r.code, Some(2), "{}", r.all());
     assert!(
         r.stderr
-            .contains("--trace: the trace is of 4 rank(s), this job has 2 (run it with -np 4"),
+            .contains("--trace: the trace is of 4 rank(s), this job has 2: run it with -np 4, or pass --grow auto"),
         "{}",
         r.all()
     );
@@ -241,6 +248,181 @@ fn bad_traces_are_refused_naming_the_flag() {
         "{}",
         r.all()
     );
+}
+
+/// The 4-rank data + tensor parallel trace replayed on 8 ranks with `--grow auto`: the
+/// data-parallel groups (across the trace's hosts) grow over the two copies of the
+/// job, the tensor-parallel ones (inside a host) repeat per copy; every result checked.
+/// Without `--grow`, or with an id the trace lacks, refused naming the flag.
+#[test]
+fn a_trace_of_4_ranks_replays_on_8_with_its_data_parallel_groups_grown() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dp_tp_log(dir.path());
+    let out = dir.path().join("out");
+    let args = [
+        "--trace",
+        log.to_str().unwrap(),
+        "--grow",
+        "auto",
+        "--steps",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let r = replay(8, &args);
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let j = read(&out.join("replay.json"));
+    assert_eq!(j["ranks"], 8);
+    assert_eq!(j["scaled_from"], 4);
+    assert_eq!(j["wrong"], 0, "{j}");
+    assert_eq!(j["calls_per_step"], serde_json::json!(vec![3; 8]), "{j}");
+    let members = |id: &str| -> Value {
+        j["comms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c[0] == id)
+            .unwrap_or_else(|| panic!("no communicator {id}: {j}"))[1]
+            .clone()
+    };
+    assert_eq!(members("0xd0"), serde_json::json!([0, 2, 4, 6]));
+    assert_eq!(members("0xd1"), serde_json::json!([1, 3, 5, 7]));
+    assert_eq!(members("0xa0"), serde_json::json!([0, 1]));
+    assert_eq!(members("0xa0#1"), serde_json::json!([4, 5]));
+    assert_eq!(members("0xa1#1"), serde_json::json!([6, 7]));
+    // The grown all_reduce keeps its 1 MiB on 4 ranks; 4 TP communicators × 2 calls.
+    let calls = j["calls"].as_array().unwrap();
+    let ar: Vec<&Value> = calls
+        .iter()
+        .filter(|c| c["collective"] == "all_reduce")
+        .collect();
+    assert_eq!(ar.len(), 2, "{j}");
+    assert!(
+        ar.iter().all(|c| c["ranks"] == 4 && c["bytes"] == 1 << 20),
+        "{j}"
+    );
+    assert_eq!(calls.len(), 10, "{j}");
+    let notes = j["notes"].to_string();
+    assert!(
+        notes.contains("scaled from the trace's 4 rank(s) to 8")
+            && notes.contains("0xd0 (2 → 4 ranks)"),
+        "{notes}"
+    );
+    // The timeline: the longest rank's step, its 3 calls back to back.
+    let tl = j["timeline"].as_array().unwrap();
+    assert_eq!(tl.len(), 3, "{j}");
+    let end0 = tl[0]["start_us"].as_f64().unwrap() + tl[0]["time_us"].as_f64().unwrap();
+    assert!(
+        (tl[1]["start_us"].as_f64().unwrap() - end0).abs() < 1e-6,
+        "{j}"
+    );
+
+    let r = replay(8, &["--trace", log.to_str().unwrap(), "--grow", "0xd0,pp"]);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("--grow: the trace has no communicator 'pp'"),
+        "{}",
+        r.all()
+    );
+    let r = replay(6, &["--trace", log.to_str().unwrap(), "--grow", "auto"]);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("6 rank(s), not a multiple of the trace's 4"),
+        "{}",
+        r.all()
+    );
+}
+
+/// `burnin run` with a card that names a trace (a folder of Flight Recorder dumps):
+/// the replay phase runs after nothing else, its two criteria are judged — PASS when
+/// the source took 50 ms a call, FAIL naming the call when it took 1 µs — and the
+/// report has the replay section with its timeline.
+#[test]
+fn a_card_that_names_a_trace_runs_the_replay_phase_and_judges_its_criteria() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, ms, code, status) in [
+        ("slow-source", 50.0, 0, "pass"),
+        ("fast-source", 0.001, 1, "fail"),
+    ] {
+        let case = dir.path().join(name);
+        let traces = case.join("trace");
+        std::fs::create_dir_all(&traces).unwrap();
+        fr_dumps(&traces, ms);
+        let card = case.join("card.toml");
+        std::fs::write(
+            &card,
+            format!(
+                "name = \"{name}\"\nlaunch = \"mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2\"\nbackend = \"mpi\"\n[replay]\ntrace = [\"trace\"]\nsteps = 5\n[replay.criteria]\nmax_slowdown = 2.0\n"
+            ),
+        )
+        .unwrap();
+        let out = case.join("out");
+        let mut c = std::process::Command::new(bin());
+        c.args([
+            "run",
+            "--card",
+            card.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_btl", "self,vader,tcp")
+        .env("OMPI_MCA_btl_tcp_if_include", "lo")
+        .env("OMPI_MCA_oob_tcp_if_include", "lo");
+        let r = run_bounded(c, Duration::from_secs(180));
+        assert_no_panic(&r);
+        assert_eq!(r.code, Some(code), "{name}: {}", r.all());
+        let acc = read(&out.join("acceptance.json"));
+        assert_eq!(
+            acc["phases_selected"],
+            serde_json::json!(["replay"]),
+            "{acc}"
+        );
+        let job = &acc["jobs"][0];
+        assert_eq!(job["name"], "replay", "{acc}");
+        let argv = job["argv"].to_string();
+        assert!(
+            argv.contains(&traces.display().to_string()) && argv.contains("--max-slowdown"),
+            "{argv}"
+        );
+        let crit = |id: &str| -> Value {
+            acc["criteria"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["id"] == id)
+                .unwrap_or_else(|| panic!("no {id}: {acc}"))
+                .clone()
+        };
+        assert_eq!(crit("replay.zero_wrong")["status"], "pass", "{acc}");
+        let slow = crit("replay.max_slowdown");
+        assert_eq!(slow["status"], status, "{slow}");
+        if status == "fail" {
+            assert!(
+                slow["detail"]
+                    .as_str()
+                    .unwrap()
+                    .contains("all_reduce 4MiB on 0 (2 ranks, intra-node)"),
+                "{slow}"
+            );
+        }
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(
+            md.contains("## Replay of the job's trace")
+                && md.contains("| 0 | 2 | intra-node | all_reduce | 4.0 MiB"),
+            "{md}"
+        );
+        let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+        assert!(
+            html.contains("A replayed step on rank"),
+            "no timeline chart"
+        );
+    }
 }
 
 const SIM: SimCluster = SimCluster {

@@ -695,7 +695,14 @@ fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() 
     assert!(r.stdout.contains("# verdict: PASS"), "{}", r.stdout);
     let acc = read_json(&healthy.join("acceptance.json"));
     assert_eq!(acc["outcome"], "pass");
-    for job in ["probe", "sweep", "train", "train-part", "train-resume"] {
+    for job in [
+        "probe",
+        "sweep",
+        "replay",
+        "train",
+        "train-part",
+        "train-resume",
+    ] {
         let j = acc["jobs"]
             .as_array()
             .unwrap()
@@ -745,6 +752,26 @@ fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() 
             "{c}"
         );
     }
+    // The card's 2-node data + tensor parallel trace replayed on the 4 nodes: the
+    // data-parallel all_reduce grown across the 4 hosts (one rank each: the sweep's
+    // inter tier, shown beside it), the tensor-parallel calls inside each node.
+    let zw = acc["criteria"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "replay.zero_wrong")
+        .unwrap_or_else(|| panic!("replay.zero_wrong criterion: {acc}"));
+    assert_eq!(zw["status"], "pass", "{zw}");
+    let rp = read_json(&healthy.join("replay/replay.json"));
+    assert_eq!(rp["scaled_from"], 4, "{rp}");
+    for c in rp["calls"].as_array().unwrap() {
+        let want = if c["collective"] == "all_reduce" {
+            "inter-node (4 hosts)"
+        } else {
+            "intra-node"
+        };
+        assert_eq!(c["tier"], want, "{c}");
+    }
     assert!(
         !healthy.join("train/ckpt").exists(),
         "checkpoints are removed once judged"
@@ -755,6 +782,14 @@ fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() 
         "{md}"
     );
     assert!(md.contains("| 1,000 training steps | USD "), "{md}");
+    let ar = md
+        .lines()
+        .find(|l| l.contains("| inter-node (4 hosts) | all_reduce | 1.0 MiB"))
+        .unwrap_or_else(|| panic!("no replayed all_reduce row: {md}"));
+    assert!(
+        ar.contains("(inter 1.0 MiB)"),
+        "the sweep's busbw beside it: {ar}"
+    );
 
     // 3. Side by side: the inter-node tier's ratio and the criteria that flipped.
     let r = burnin(

@@ -179,6 +179,7 @@ fn an_acceptance_through_slurm_passes_when_healthy_and_fails_naming_a_slow_node(
         "probe",
         "gpu",
         "sweep",
+        "replay",
         "train",
         "train-part",
         "train-resume",
@@ -206,6 +207,7 @@ fn an_acceptance_through_slurm_passes_when_healthy_and_fails_naming_a_slow_node(
         "train.resume_parity",
         "chaos.no_hang",
         "gpu.sdc",
+        "replay.zero_wrong",
     ] {
         let c = criteria
             .iter()

@@ -465,6 +465,7 @@ fn acceptance_over_ssh_fails_naming_a_slow_node3_and_passes_when_healthy() {
     for job in [
         "probe",
         "sweep",
+        "replay",
         "train",
         "train-part",
         "train-resume",

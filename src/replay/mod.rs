@@ -8,6 +8,10 @@
 //! in the same order, on a communicator per trace communicator (the same global ranks,
 //! ordered as in the trace). Calls are blocking, so calls of different communicators
 //! run in the trace's order on each rank. Send/recv are not replayed yet (said).
+//!
+//! A trace of R ranks replays on k × R with `--grow` ([`scale`]): the job repeated k
+//! times, its data-parallel groups grown over the copies, the rest repeated per copy.
+pub mod scale;
 pub mod trace;
 
 use crate::backend::{self, Backend, Bufs, Call, WaitCtx};
@@ -41,7 +45,8 @@ pub enum Format {
 #[derive(Args, Debug, Serialize, Clone)]
 pub struct ReplayArgs {
     /// The job's trace: NCCL logs (one per rank or one for all) or Flight Recorder
-    /// JSON dumps (one per rank, file names ending in the rank).
+    /// JSON dumps (one per rank, file names ending in the rank); a folder stands for
+    /// every file in it.
     #[arg(long = "trace", num_args = 1.., required = true, value_name = "FILE")]
     pub trace: Vec<PathBuf>,
     /// The trace's format.
@@ -68,6 +73,12 @@ pub struct ReplayArgs {
     /// cluster, or this one before a change): the "there" of here / there.
     #[arg(long, value_name = "REPLAY_JSON")]
     pub baseline: Option<PathBuf>,
+    /// How the trace's communicators scale when this job has k times the trace's
+    /// ranks: `auto` (those that span hosts in the trace, and the world, grow over
+    /// the k copies of the job; those inside a host repeat per copy) or the ids of
+    /// the communicators that grow, comma-separated.
+    #[arg(long, value_name = "auto|ID,ID")]
+    pub grow: Option<String>,
     /// Directory for replay.json.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -80,10 +91,37 @@ fn load_baseline(p: &std::path::Path) -> Result<ReplayReport, String> {
         .map_err(|e| format!("--baseline: {}: not a replay.json ({e})", p.display()))
 }
 
+/// The trace's files: each given file, and every file of a given folder (name order,
+/// hidden ones left out).
+fn files(given: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for p in given {
+        if !p.is_dir() {
+            out.push(p.clone());
+            continue;
+        }
+        let rd = std::fs::read_dir(p).map_err(|e| format!("--trace: {}: {e}", p.display()))?;
+        let mut inside: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.is_file())
+            .filter(|f| {
+                !f.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .collect();
+        if inside.is_empty() {
+            return Err(format!("--trace: {}: an empty folder", p.display()));
+        }
+        inside.sort();
+        out.extend(inside);
+    }
+    Ok(out)
+}
+
 /// Read the trace files on this rank (rank 0 does; the others get it broadcast).
 pub fn load(args: &ReplayArgs) -> Result<Trace, String> {
     let mut texts = Vec::new();
-    for p in &args.trace {
+    for p in &files(&args.trace)? {
         let t = std::fs::read_to_string(p).map_err(|e| format!("--trace: {}: {e}", p.display()))?;
         texts.push((p.display().to_string(), t));
     }
@@ -184,13 +222,8 @@ pub fn run(
         return Err(agreed(e));
     }
     let baseline = baseline.and_then(Result::ok);
-    if t.ranks != world.size {
-        return Err(agreed(format!(
-            "--trace: the trace is of {} rank(s), this job has {} (run it with -np {}; scaling a trace to another size is not built yet)",
-            t.ranks, world.size, t.ranks
-        )));
-    }
-    let steps = steps_of(&t, args.step_calls);
+    let mut notes = Vec::new();
+    let (t, steps, scaled_from) = scaled(t, args, world.size, &mut notes).map_err(agreed)?;
     consistent(&t, &steps).map_err(agreed)?;
     let cfg = global.backend_config();
     let (kind, why) = backend::resolve(world, &cfg)?;
@@ -212,7 +245,6 @@ pub fn run(
             bes.push((c, backend::build(kind, sub, world, &cfg, dog.clone())?));
         }
     }
-    let mut notes = Vec::new();
     let p2p = steps[world.rank]
         .iter()
         .filter(|x| !matches!(x.op, Op::Coll(_)))
@@ -245,7 +277,7 @@ pub fn run(
     }
     let report = finish(
         args,
-        &t,
+        (&t, scaled_from),
         &steps,
         why,
         notes,
@@ -266,6 +298,33 @@ pub fn run(
     } else {
         Outcome::Fail
     })
+}
+
+/// The trace to replay, each rank's step, and the trace's own ranks when scaled.
+type Steps = (Trace, Vec<Vec<TraceCall>>, Option<usize>);
+
+/// Each rank's step, from the trace or (`--grow`) the trace scaled to this job's
+/// ranks; and the trace's own rank count when it was scaled.
+fn scaled(
+    t: Trace,
+    args: &ReplayArgs,
+    ranks: usize,
+    notes: &mut Vec<String>,
+) -> Result<Steps, String> {
+    let steps = steps_of(&t, args.step_calls);
+    if t.ranks == ranks {
+        return Ok((t, steps, None));
+    }
+    let Some(grow) = &args.grow else {
+        return Err(format!(
+            "--trace: the trace is of {} rank(s), this job has {ranks}: run it with -np {}, or pass --grow auto (or the ids of the communicators that grow) to replay it on k times its ranks",
+            t.ranks, t.ranks
+        ));
+    };
+    let g = scale::Grow::parse(grow)?;
+    let s = scale::scale(&t, &steps, ranks, &g)?;
+    notes.extend(s.notes);
+    Ok((s.trace, s.steps, Some(t.ranks)))
 }
 
 /// This rank's calls as backend calls with their buffers, filled with their input;
@@ -464,7 +523,7 @@ fn check_one(be: &dyn Backend, x: &mut Prepared, ctx: &WaitCtx) -> Result<u64> {
 #[allow(clippy::too_many_arguments)]
 fn finish(
     args: &ReplayArgs,
-    t: &Trace,
+    (t, scaled_from): (&Trace, Option<usize>),
     steps: &[Vec<TraceCall>],
     backend: String,
     notes: Vec<String>,
@@ -518,27 +577,10 @@ fn finish(
     let mut notes = notes;
     let mut source_step_us = source_step_us;
     if let Some(b) = baseline {
-        // The baseline's times are the source's, call by call and for the step.
-        for k in &mut keys {
-            let same = b.calls.iter().find(|c| {
-                c.comm == k.comm
-                    && c.collective == k.collective
-                    && c.bytes == k.bytes
-                    && c.dtype == k.dtype
-            });
-            k.source_us = same.map(|c| c.time_us);
-            k.source_last_us = same.map(|c| c.last_us).filter(|t| *t > 0.0);
-        }
-        source_step_us = Some(b.step.p50_us).filter(|s| *s > 0.0);
-        let from = args.baseline.as_ref().map(|p| p.display().to_string());
-        notes.push(format!(
-            "source times from --baseline {} (its {} step(s) on backend {})",
-            from.unwrap_or_default(),
-            b.steps,
-            b.backend
-        ));
+        source_step_us = apply_baseline(b, args, &mut keys, &mut notes);
     }
     let (step, calls) = rec::analyze(&keys, &ranks);
+    let (timeline_rank, timeline) = rec::timeline(&keys, &ranks);
     let wrong: u64 = wrongs.iter().map(|w| w.0).sum();
     let mut wrong_calls: Vec<String> = wrongs
         .iter()
@@ -551,6 +593,7 @@ fn finish(
         trace_format: t.format.clone(),
         trace_files: args.trace.iter().map(|p| p.display().to_string()).collect(),
         ranks: t.ranks,
+        scaled_from,
         comms: t
             .comms
             .iter()
@@ -572,6 +615,8 @@ fn finish(
         source_step_us,
         slowdown: source_step_us.map(|s| step.p50_us / s),
         calls,
+        timeline_rank,
+        timeline,
         wrong: (args.check == 1).then_some(wrong),
         wrong_calls,
         max_slowdown: args.max_slowdown,
@@ -580,6 +625,34 @@ fn finish(
     };
     (r.pass, r.verdict) = rec::judge(&r);
     r
+}
+
+/// The baseline's times as the source's, call by call; its step median (the source's
+/// step).
+fn apply_baseline(
+    b: &ReplayReport,
+    args: &ReplayArgs,
+    keys: &mut [CallKey],
+    notes: &mut Vec<String>,
+) -> Option<f64> {
+    for k in keys {
+        let same = b.calls.iter().find(|c| {
+            c.comm == k.comm
+                && c.collective == k.collective
+                && c.bytes == k.bytes
+                && c.dtype == k.dtype
+        });
+        k.source_us = same.map(|c| c.time_us);
+        k.source_last_us = same.map(|c| c.last_us).filter(|t| *t > 0.0);
+    }
+    let from = args.baseline.as_ref().map(|p| p.display().to_string());
+    notes.push(format!(
+        "source times from --baseline {} (its {} step(s) on backend {})",
+        from.unwrap_or_default(),
+        b.steps,
+        b.backend
+    ));
+    Some(b.step.p50_us).filter(|s| *s > 0.0)
 }
 
 fn print_report(r: &ReplayReport) {

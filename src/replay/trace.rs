@@ -100,6 +100,10 @@ pub struct Trace {
     pub comms: Vec<TraceComm>,
     /// Per global rank, its calls in the order it made them.
     pub calls: Vec<Vec<TraceCall>>,
+    /// Per global rank, the host its log lines name (NCCL logs; empty when the trace
+    /// does not say, as in Flight Recorder dumps).
+    #[serde(default)]
+    pub hosts: Vec<Option<String>>,
     pub warnings: Vec<String>,
     pub warnings_total: usize,
 }
@@ -207,6 +211,7 @@ pub fn parse_nccl(texts: &[(&str, &str)]) -> Trace {
         ..Trace::default()
     };
     let mut processes: Vec<String> = Vec::new();
+    let mut proc_hosts: Vec<Option<String>> = Vec::new();
     let mut comms: HashMap<(usize, String), RawComm> = HashMap::new();
     let mut raw: Vec<RawCall> = Vec::new();
     for (name, text) in texts {
@@ -227,6 +232,7 @@ pub fn parse_nccl(texts: &[(&str, &str)]) -> Trace {
                 Some(p) => p,
                 None => {
                     processes.push(key);
+                    proc_hosts.push(pre.host.clone());
                     processes.len() - 1
                 }
             };
@@ -249,7 +255,7 @@ pub fn parse_nccl(texts: &[(&str, &str)]) -> Trace {
             }
         }
     }
-    resolve(&mut t, processes.len(), &comms, raw);
+    resolve(&mut t, &proc_hosts, &comms, raw);
     t
 }
 
@@ -294,13 +300,14 @@ fn coll_line(process: usize, who: (String, u32, u32), name: &str, rest: &str) ->
 /// call placed on its rank and communicator.
 fn resolve(
     t: &mut Trace,
-    processes: usize,
+    proc_hosts: &[Option<String>],
     comms: &HashMap<(usize, String), RawComm>,
     raw: Vec<RawCall>,
 ) {
     if comms.is_empty() && !raw.is_empty() {
         return without_init(t, raw);
     }
+    let processes = proc_hosts.len();
     // Each process's rank in the communicator with the most ranks.
     let world = comms.values().map(|c| c.nranks).max().unwrap_or(0);
     let mut global: Vec<Option<usize>> = vec![None; processes];
@@ -316,7 +323,7 @@ fn resolve(
             global[*p] = Some(c.rank);
         }
     }
-    if world == 0 || global.iter().any(Option::is_none) || world != processes {
+    if world == 0 || global.iter().any(|g| g.map_or(true, |g| g >= world)) || world != processes {
         t.warn(format!(
             "{processes} process(es) logged calls but the largest communicator's Init COMPLETE lines name {world} rank(s): \
              record with NCCL_DEBUG_SUBSYS=INIT,COLL, one line prefix (host:pid) per process"
@@ -324,6 +331,12 @@ fn resolve(
         return;
     }
     t.ranks = world;
+    t.hosts = vec![None; world];
+    for (p, g) in global.iter().enumerate() {
+        if let Some(g) = g {
+            t.hosts[*g] = proc_hosts[p].clone();
+        }
+    }
     // Communicators by commId (or, without one, by pointer and size on one process).
     let mut by_id: BTreeMap<String, Vec<(usize, usize)>> = BTreeMap::new();
     for ((p, ptr), c) in comms {
@@ -477,6 +490,10 @@ fn without_init(t: &mut Trace, raw: Vec<RawCall>) {
         });
     }
     t.ranks = who.len();
+    t.hosts = who
+        .iter()
+        .map(|w| Some(w.0.clone()).filter(|h| !h.is_empty()))
+        .collect();
     t.calls = vec![Vec::new(); who.len()];
     for r in raw {
         let g = rank_of(&r.who);

@@ -531,6 +531,104 @@ pub fn recovery_timeline(title: &str, trials: &[(String, Vec<(String, f64)>)]) -
     })
 }
 
+/// One call of a step timeline: its lane (communicator), start and length (µs), the
+/// colour's key (the collective) and its label.
+pub struct Span {
+    pub lane: usize,
+    pub start_us: f64,
+    pub time_us: f64,
+    pub kind: usize,
+    pub label: String,
+}
+
+/// A step call after call, one row per communicator: each call a bar from its start
+/// for its time, coloured by collective, labelled where the bar is wide enough; a
+/// legend of the collectives under the lanes.
+pub fn step_timeline(
+    title: &str,
+    lanes: &[String],
+    kinds: &[String],
+    spans: &[Span],
+) -> Result<String> {
+    let n = lanes.len().max(1);
+    let tmax = upper(
+        spans
+            .iter()
+            .map(|s| s.start_us + s.time_us)
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max),
+    );
+    let h = 150 + 46 * n as u32;
+    svg((820, h), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, (FONT, 17))
+            .margin(14)
+            .x_label_area_size(45)
+            .y_label_area_size(120)
+            .build_cartesian_2d(0.0..tmax, -0.8..n as f64)?;
+        let lane_of = |y: &f64| -> String {
+            let i = y.floor();
+            if y.fract().abs() < 0.55 && y.fract() > 0.45 && i >= 0.0 {
+                lanes.get(n - 1 - i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .x_desc("µs since the step's start")
+            .y_labels(2 * n + 2)
+            .y_label_formatter(&lane_of)
+            .x_label_formatter(&tick)
+            .label_style((FONT, 13))
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()?;
+        for s in spans
+            .iter()
+            .filter(|s| s.start_us.is_finite() && s.time_us.is_finite())
+        {
+            let y = (n - 1 - s.lane.min(n - 1)) as f64;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(s.start_us, y + 0.2), (s.start_us + s.time_us, y + 0.8)],
+                color(s.kind).filled(),
+            )))?;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(s.start_us, y + 0.2), (s.start_us + s.time_us, y + 0.8)],
+                WHITE.stroke_width(1),
+            )))?;
+            if s.time_us > tmax * 0.08 {
+                chart.draw_series(std::iter::once(Text::new(
+                    s.label.clone(),
+                    (s.start_us + s.time_us / 2.0, y + 0.5),
+                    (FONT, 11)
+                        .into_font()
+                        .color(&WHITE)
+                        .pos(Pos::new(HPos::Center, VPos::Center)),
+                )))?;
+            }
+        }
+        // The legend: one swatch per collective under the lanes.
+        let step = tmax / kinds.len().max(1) as f64;
+        for (i, k) in kinds.iter().enumerate() {
+            let x = step * i as f64;
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(x, -0.65), (x + tmax * 0.02, -0.35)],
+                color(i).filled(),
+            )))?;
+            chart.draw_series(std::iter::once(Text::new(
+                k.clone(),
+                (x + tmax * 0.025, -0.5),
+                (FONT, 12)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            )))?;
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -589,6 +687,35 @@ mod tests {
         )
         .unwrap();
         assert!(t.contains("detect +0.40s"));
+        let st = step_timeline(
+            "step",
+            &["dp0".into(), "tp0".into()],
+            &["all_gather".into(), "all_reduce".into()],
+            &[
+                Span {
+                    lane: 1,
+                    start_us: 0.0,
+                    time_us: 20.0,
+                    kind: 0,
+                    label: "all_gather 256KiB".into(),
+                },
+                Span {
+                    lane: 0,
+                    start_us: 20.0,
+                    time_us: 200.0,
+                    kind: 1,
+                    label: "all_reduce 1MiB".into(),
+                },
+            ],
+        )
+        .unwrap();
+        // Both lanes named, the wide bar labelled, the narrow one not, both legends.
+        let lines: Vec<&str> = st.lines().map(str::trim).collect();
+        for t in ["dp0", "tp0", "all_reduce 1MiB", "all_gather", "all_reduce"] {
+            assert!(lines.contains(&t), "{t}: {st}");
+        }
+        assert!(!st.contains("all_gather 256KiB") && st.matches("<rect").count() >= 6);
+        assert!(step_timeline("empty", &[], &[], &[]).is_ok());
         // Empty inputs draw an empty chart rather than failing.
         assert!(busbw_vs_size("empty", &[], None, &[]).is_ok());
         assert!(over_steps("empty", "x", &[], &[]).is_ok());

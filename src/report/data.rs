@@ -481,6 +481,8 @@ pub struct RunData {
     pub soak: Option<SweepData>,
     /// The GPU health phase.
     pub gpu: Option<GpuData>,
+    /// The replay of a job's trace (replay.json).
+    pub replay: Option<crate::results::replay::ReplayReport>,
     /// What could not be read, as notes for the report.
     pub notes: Vec<String>,
 }
@@ -647,6 +649,17 @@ fn load_gpu(dir: &Path, after: Option<&Path>, notes: &mut Vec<String>) -> Result
     }))
 }
 
+fn load_replay(p: &Path) -> Result<Option<crate::results::replay::ReplayReport>> {
+    if !p.is_file() {
+        return Ok(None);
+    }
+    let v = read_json(p)?;
+    check_schema(&v, p, &crate::results::REPLAY_SCHEMA)?;
+    Ok(Some(serde_json::from_value(v).with_context(|| {
+        format!("{}: not a replay record", p.display())
+    })?))
+}
+
 fn load_chaos(dir: &Path) -> Result<Option<ChaosData>> {
     let p = dir.join("chaos.json");
     if !p.is_file() {
@@ -726,15 +739,17 @@ impl RunData {
             acceptance.as_ref().map(|_| after.as_path()),
             &mut notes,
         )?;
+        let replay = load_replay(&sub("replay").join("replay.json"))?;
         if acceptance.is_none()
             && gpu.is_none()
+            && replay.is_none()
             && probe.is_none()
             && sweep.is_none()
             && train.is_none()
             && chaos.is_none()
         {
             bail!(
-                "{}: no burnin results here (acceptance.json, run.json, points.jsonl, steps.jsonl, chaos.json, gpu.json or probe.json)",
+                "{}: no burnin results here (acceptance.json, run.json, points.jsonl, steps.jsonl, chaos.json, gpu.json, replay.json or probe.json)",
                 dir.display()
             );
         }
@@ -749,6 +764,7 @@ impl RunData {
             chaos,
             soak,
             gpu,
+            replay,
             notes,
         })
     }

@@ -126,6 +126,10 @@ pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
         d.h(2, "Sweep");
         d.p("No sweep results: the phase did not run or wrote nothing.");
     }
+    if data.replay.is_some() || data.card().is_some_and(|c| c.replay.is_some()) {
+        d.h(2, "Replay of the job's trace");
+        super::replay::section(&mut d, data, charts);
+    }
     if data.train.is_some() || data.train_resume.is_some() {
         d.h(2, "Training");
         train_section(&mut d, data, charts);

@@ -22,6 +22,7 @@ pub mod doc;
 pub mod gpu;
 pub mod html;
 pub mod markdown;
+pub mod replay;
 pub mod soak;
 use crate::table;
 

@@ -108,6 +108,14 @@ pub fn default_card(data: &RunData) -> Card {
             .gpu
             .as_ref()
             .map(|_| crate::card::GpuPhaseSpec::default()),
+        replay: data.replay.as_ref().map(|r| crate::card::ReplaySpec {
+            trace: r.trace_files.iter().map(std::path::PathBuf::from).collect(),
+            criteria: crate::card::ReplayCriteria {
+                max_slowdown: r.max_slowdown,
+                zero_wrong: true,
+            },
+            ..Default::default()
+        }),
         sweep: data.sweep.as_ref().map(|_| crate::card::SweepSpec {
             collectives: vec![],
             tiers: vec![],
@@ -194,6 +202,9 @@ pub fn judge(data: &RunData) -> Vec<Criterion> {
     }
     if let Some(s) = &card.sweep {
         out.extend(judge_sweep(data, &s.criteria));
+    }
+    if let Some(r) = &card.replay {
+        out.extend(judge_replay(data, &r.criteria));
     }
     if let Some(t) = &card.train {
         out.extend(judge_train(data, &t.criteria));
@@ -738,6 +749,63 @@ fn judge_gpu(data: &RunData, c: &crate::card::GpuCriteria) -> Vec<Criterion> {
         .into_iter()
         .map(|k| gated(&g, k))
         .collect()
+}
+
+/// The replay phase: its checked step's values, and its step against the source's.
+fn judge_replay(data: &RunData, c: &crate::card::ReplayCriteria) -> Vec<Criterion> {
+    let g = gate(data, "replay");
+    let r = data.replay.as_ref();
+    let mut out = Vec::new();
+    if c.zero_wrong {
+        let mut k = crit(
+            "replay.zero_wrong",
+            "replay",
+            "every element of the replayed step's results right".into(),
+            "0 wrong".into(),
+        );
+        match r.map(|r| (r.wrong, r)) {
+            None => k.detail = "no replay.json".into(),
+            Some((None, _)) => {
+                k.status = Status::NotRun;
+                k.measured = "-".into();
+                k.detail = "the replay ran without checking (--check 0)".into();
+            }
+            Some((Some(w), r)) => {
+                k.measured = format!("{w} wrong");
+                k.status = if w == 0 { Status::Pass } else { Status::Fail };
+                k.detail = r.wrong_calls.join("; ");
+            }
+        }
+        out.push(gated(&g, k));
+    }
+    if let Some(max) = c.max_slowdown {
+        let mut k = crit(
+            "replay.max_slowdown",
+            "replay",
+            "a step of the job's own collectives, here against the source cluster".into(),
+            format!("<= {max}x the source's time"),
+        );
+        match r {
+            None => k.detail = "no replay.json".into(),
+            Some(r) => match (r.slowdown, r.source_step_us) {
+                (Some(x), Some(src)) => {
+                    k.measured =
+                        format!("{x:.2}x ({:.1} us here, {src:.1} us there)", r.step.p50_us);
+                    k.status = if x <= max { Status::Pass } else { Status::Fail };
+                    k.detail = crate::results::replay::worst_call(r)
+                        .map(|w| format!("weighs most: {w}"))
+                        .unwrap_or_default();
+                }
+                _ => {
+                    k.status = Status::NotRun;
+                    k.measured = "-".into();
+                    k.detail = "the trace has no source times (an NCCL COLL log has none): give the card a baseline (the source's replay.json) or a Flight Recorder dump with durations".into();
+                }
+            },
+        }
+        out.push(gated(&g, k));
+    }
+    out
 }
 
 fn judge_train(data: &RunData, c: &TrainCriteria) -> Vec<Criterion> {
@@ -1737,6 +1805,90 @@ mod tests {
             (c.status, c.threshold.as_str()),
             (Status::Fail, "name contains \"H200\"")
         );
+    }
+
+    #[test]
+    fn the_replay_is_judged_on_its_checked_step_and_its_slowdown() {
+        let mut d = load("sim-healthy");
+        let acc = d.acceptance.as_mut().unwrap();
+        acc.card.replay = Some(crate::card::ReplaySpec {
+            trace: vec!["t.log".into()],
+            criteria: crate::card::ReplayCriteria {
+                max_slowdown: Some(1.5),
+                zero_wrong: true,
+            },
+            ..Default::default()
+        });
+        // Not among the phases this run selected: NOT RUN, with why.
+        let cs = judge(&d);
+        for id in ["replay.zero_wrong", "replay.max_slowdown"] {
+            assert_eq!(status(&cs, id), Status::NotRun, "{:?}", get(&cs, id));
+        }
+        let acc = d.acceptance.as_mut().unwrap();
+        let mut job = acc.jobs[0].clone();
+        job.name = "replay".into();
+        job.phase = "replay".into();
+        job.status = JobStatus::Failed;
+        acc.jobs.push(job);
+        acc.phases_selected.push("replay".into());
+        // Ran, no record: both fail.
+        let cs = judge(&d);
+        assert_eq!(get(&cs, "replay.zero_wrong").detail, "no replay.json");
+        assert_eq!(status(&cs, "replay.max_slowdown"), Status::Fail);
+        let call = serde_json::json!({
+            "comm": "0xd0", "ranks": 2, "tier": "inter-node (2 hosts)",
+            "collective": "all_reduce", "dtype": "f32", "op": "sum", "bytes": 1048576,
+            "per_step": 1, "time_us": 250.0, "last_us": 240.0, "busbw_gbps": 4.0,
+            "share": 0.9, "source_us": 100.0, "slowdown": 2.5
+        });
+        let mut r: crate::results::replay::ReplayReport = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "trace_format": "nccl-coll", "trace_files": ["t.log"],
+            "ranks": 4, "comms": [], "warmup_steps": 1, "steps": 5,
+            "calls_per_step": [1, 1, 1, 1], "notes": [], "backend": "mpi",
+            "step": {"min_us": 200.0, "p50_us": 280.0, "mean_us": 280.0, "p99_us": 300.0, "max_us": 300.0},
+            "source_step_us": 140.0, "slowdown": 2.0, "calls": [call],
+            "wrong": 0, "wrong_calls": [], "max_slowdown": 1.5, "pass": false, "verdict": ""
+        }))
+        .unwrap();
+        d.replay = Some(r.clone());
+        let cs = judge(&d);
+        assert_eq!(status(&cs, "replay.zero_wrong"), Status::Pass);
+        let k = get(&cs, "replay.max_slowdown");
+        assert_eq!(k.status, Status::Fail, "{k:?}");
+        assert_eq!(k.measured, "2.00x (280.0 us here, 140.0 us there)");
+        assert_eq!(
+            k.detail,
+            "weighs most: all_reduce 1MiB on 0xd0 (2 ranks, inter-node (2 hosts)), 2.50x"
+        );
+        // Within the bound (inclusive); without source times NOT RUN, naming the fix.
+        r.slowdown = Some(1.5);
+        d.replay = Some(r.clone());
+        assert_eq!(status(&judge(&d), "replay.max_slowdown"), Status::Pass);
+        r.slowdown = None;
+        r.source_step_us = None;
+        r.wrong = Some(3);
+        r.wrong_calls = vec!["rank 1: all_reduce on 0xd0".into()];
+        d.replay = Some(r.clone());
+        let cs = judge(&d);
+        let k = get(&cs, "replay.max_slowdown");
+        assert!(
+            k.status == Status::NotRun && k.detail.contains("baseline"),
+            "{k:?}"
+        );
+        let k = get(&cs, "replay.zero_wrong");
+        assert!(
+            k.status == Status::Fail && k.measured == "3 wrong" && k.detail.contains("rank 1"),
+            "{k:?}"
+        );
+        r.wrong = None;
+        d.replay = Some(r);
+        assert_eq!(status(&judge(&d), "replay.zero_wrong"), Status::NotRun);
+        // A crashed replay fails both.
+        let acc = d.acceptance.as_mut().unwrap();
+        acc.jobs.last_mut().unwrap().status = JobStatus::Crashed;
+        let cs = judge(&d);
+        assert_eq!(status(&cs, "replay.zero_wrong"), Status::Fail);
+        assert_eq!(status(&cs, "replay.max_slowdown"), Status::Fail);
     }
 
     #[test]

@@ -39,9 +39,9 @@ pub enum JobStatus {
 /// One child job of the run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct JobRecord {
-    /// probe, sweep, train or chaos.
+    /// probe, gpu, sweep, replay, train, chaos or soak.
     pub phase: String,
-    /// The job's name and folder: probe, sweep, train, train-part, train-resume, chaos.
+    /// The job's name and folder: probe, gpu, gpu-after, sweep, replay, train, train-part, train-resume, chaos, soak.
     pub name: String,
     /// The command line, as run.
     pub argv: Vec<String>,
@@ -163,7 +163,7 @@ impl Status {
 pub struct Criterion {
     /// Stable identifier (`sweep.busbw.inter`), for comparing runs.
     pub id: String,
-    /// The phase it judges: probe, sweep, train or chaos.
+    /// The phase it judges: probe, gpu, sweep, replay, train, chaos or soak.
     pub phase: String,
     /// What is judged, in words.
     pub what: String,

@@ -190,6 +190,13 @@ pub const GPU_SCHEMA: SchemaRange = SchemaRange {
     newest: crate::results::gpu::SCHEMA_VERSION,
 };
 
+/// replay.json.
+pub const REPLAY_SCHEMA: SchemaRange = SchemaRange {
+    kind: "replay",
+    oldest: 1,
+    newest: crate::results::replay::SCHEMA_VERSION,
+};
+
 /// acceptance.json.
 pub const ACCEPTANCE_SCHEMA: SchemaRange = SchemaRange {
     kind: "acceptance",

@@ -55,6 +55,21 @@ pub struct ReplayCall {
     pub slowdown: Option<f64>,
 }
 
+/// One call of the timeline's step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ReplaySpan {
+    /// The communicator's id.
+    pub comm: String,
+    /// The collective.
+    pub collective: CollKind,
+    /// Message bytes.
+    pub bytes: u64,
+    /// Its start in the step: the median times of the calls before it, µs.
+    pub start_us: f64,
+    /// Its median time over the steps on this rank, µs.
+    pub time_us: f64,
+}
+
 /// replay.json.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReplayReport {
@@ -64,8 +79,12 @@ pub struct ReplayReport {
     pub trace_format: String,
     /// The files read, as given.
     pub trace_files: Vec<String>,
-    /// Ranks of the traced job (and of this replay).
+    /// Ranks of this replay (the traced job's, unless it was scaled).
     pub ranks: usize,
+    /// The traced job's ranks when `--grow` scaled the trace to this job's (notes say
+    /// how each communicator scaled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaled_from: Option<usize>,
     /// Communicators replayed: id and global ranks.
     pub comms: Vec<(String, Vec<usize>)>,
     /// Steps run before timing.
@@ -94,6 +113,12 @@ pub struct ReplayReport {
     pub slowdown: Option<f64>,
     /// Each distinct call of the step, the largest share first.
     pub calls: Vec<ReplayCall>,
+    /// The rank whose step is the longest (median over steps): the timeline's.
+    #[serde(default)]
+    pub timeline_rank: usize,
+    /// That rank's step, call by call in order, at each call's median time.
+    #[serde(default)]
+    pub timeline: Vec<ReplaySpan>,
     /// Wrong elements in the checked step (None: not checked).
     pub wrong: Option<u64>,
     /// The calls that had wrong elements (rank, call, communicator), the first 20.
@@ -200,6 +225,57 @@ pub fn analyze(keys: &[CallKey], ranks: &[RankTimes]) -> (TimeStats, Vec<ReplayC
     (step, out)
 }
 
+/// The step of the rank whose median step is the longest, call by call at each
+/// call's median time (the chart of the report): (rank, spans).
+pub fn timeline(keys: &[CallKey], ranks: &[RankTimes]) -> (usize, Vec<ReplaySpan>) {
+    let Some(r) = (0..ranks.len()).max_by(|a, b| {
+        stats::median(&ranks[*a].step_s).total_cmp(&stats::median(&ranks[*b].step_s))
+    }) else {
+        return (0, Vec::new());
+    };
+    let mut at = 0.0;
+    let spans = ranks[r]
+        .calls
+        .iter()
+        .filter_map(|(k, times)| {
+            let key = keys.get(*k)?;
+            let t = stats::median(times) * 1e6;
+            let s = ReplaySpan {
+                comm: key.comm.clone(),
+                collective: key.collective,
+                bytes: key.bytes,
+                start_us: at,
+                time_us: t,
+            };
+            at += t;
+            Some(s)
+        })
+        .collect();
+    (r, spans)
+}
+
+/// The call that weighs most in a slowdown (its slowdown × its share of the step),
+/// named with its communicator, ranks and tier.
+pub fn worst_call(r: &ReplayReport) -> Option<String> {
+    r.calls
+        .iter()
+        .filter(|c| c.slowdown.is_some())
+        .max_by(|a, b| {
+            (a.slowdown.unwrap_or(0.0) * a.share).total_cmp(&(b.slowdown.unwrap_or(0.0) * b.share))
+        })
+        .map(|c| {
+            format!(
+                "{} {} on {} ({} ranks, {}), {:.2}x",
+                c.collective,
+                crate::units::Bytes(c.bytes),
+                c.comm,
+                c.ranks,
+                c.tier,
+                c.slowdown.unwrap_or(0.0)
+            )
+        })
+}
+
 /// The verdict: wrong values fail; with `max_slowdown` and source times, a step
 /// slower than that many times the source's fails. (pass, why).
 pub fn judge(r: &ReplayReport) -> (bool, String) {
@@ -211,24 +287,8 @@ pub fn judge(r: &ReplayReport) -> (bool, String) {
     }
     match (r.max_slowdown, r.slowdown) {
         (Some(max), Some(s)) if s > max => {
-            let worst = r
-                .calls
-                .iter()
-                .filter(|c| c.slowdown.is_some())
-                .max_by(|a, b| {
-                    (a.slowdown.unwrap_or(0.0) * a.share).total_cmp(&(b.slowdown.unwrap_or(0.0) * b.share))
-                })
-                .map(|c| {
-                    format!(
-                        "; most of it: {} {} on {} ({} ranks, {}), {:.2}x",
-                        c.collective,
-                        crate::units::Bytes(c.bytes),
-                        c.comm,
-                        c.ranks,
-                        c.tier,
-                        c.slowdown.unwrap_or(0.0)
-                    )
-                })
+            let worst = worst_call(r)
+                .map(|w| format!("; most of it: {w}"))
                 .unwrap_or_default();
             (
                 false,
@@ -294,12 +354,48 @@ mod tests {
     }
 
     #[test]
+    fn the_timeline_is_the_longest_ranks_step_call_after_call() {
+        let keys = vec![key("dp", 2, 1 << 20, None), key("tp", 2, 4096, None)];
+        let ranks = vec![
+            RankTimes {
+                step_s: vec![100e-6, 100e-6, 100e-6],
+                calls: vec![(1, vec![1e-6; 3]), (0, vec![90e-6; 3])],
+            },
+            RankTimes {
+                step_s: vec![300e-6, 290e-6, 310e-6],
+                calls: vec![
+                    (1, vec![10e-6, 30e-6, 20e-6]),
+                    (0, vec![250e-6, 260e-6, 270e-6]),
+                    (1, vec![5e-6, 5e-6, 5e-6]),
+                ],
+            },
+        ];
+        let (r, spans) = timeline(&keys, &ranks);
+        assert_eq!(r, 1);
+        let got: Vec<(&str, f64, f64)> = spans
+            .iter()
+            .map(|s| (s.comm.as_str(), s.start_us, s.time_us))
+            .collect();
+        let want = [("tp", 0.0, 20.0), ("dp", 20.0, 260.0), ("tp", 280.0, 5.0)];
+        assert_eq!(got.len(), 3);
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g.0, w.0);
+            assert!(
+                (g.1 - w.1).abs() < 1e-6 && (g.2 - w.2).abs() < 1e-6,
+                "{got:?}"
+            );
+        }
+        assert_eq!(timeline(&keys, &[]), (0, Vec::new()));
+    }
+
+    #[test]
     fn the_verdict_names_wrong_values_and_the_slowdown() {
         let mut r = ReplayReport {
             schema_version: SCHEMA_VERSION,
             trace_format: "flight-recorder".into(),
             trace_files: vec![],
             ranks: 2,
+            scaled_from: None,
             comms: vec![],
             warmup_steps: 1,
             steps: 3,
@@ -311,6 +407,8 @@ mod tests {
             source_step_us: Some(100.0),
             slowdown: Some(2.5),
             calls: vec![],
+            timeline_rank: 0,
+            timeline: vec![],
             wrong: Some(0),
             wrong_calls: vec![],
             max_slowdown: Some(2.0),
