@@ -537,6 +537,15 @@ fn replay_args(card: &Card, card_path: &Path, dir: &Path) -> Vec<String> {
     flag("--warmup", p.warmup.map(|v| v.to_string()));
     flag("--step-calls", p.step_calls.map(|v| v.to_string()));
     flag("--grow", p.grow.clone());
+    flag(
+        "--rank-map",
+        p.rank_map.as_ref().map(|m| {
+            m.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        }),
+    );
     flag("--baseline", baseline.map(|b| path_text(&absolute(&b))));
     flag(
         "--max-slowdown",
@@ -1082,10 +1091,11 @@ mod tests {
         spec.baseline = Some("/b/replay.json".into());
         spec.criteria.max_slowdown = Some(1.25);
         spec.step_calls = Some(3);
+        spec.rank_map = Some(vec![1, 0]);
         spec.args = vec!["--check".into(), "0".into()];
         let r = replay_args(&c2, &path, Path::new("/r/replay")).join(" ");
         assert!(
-            r.ends_with("--steps 10 --step-calls 3 --grow auto --baseline /b/replay.json --max-slowdown 1.25 --out /r/replay --check 0"),
+            r.ends_with("--steps 10 --step-calls 3 --grow auto --rank-map 1,0 --baseline /b/replay.json --max-slowdown 1.25 --out /r/replay --check 0"),
             "{r}"
         );
     }

@@ -440,6 +440,10 @@ pub struct ReplaySpec {
     /// How the trace's communicators scale to more ranks (--grow): "auto" or ids.
     #[serde(default)]
     pub grow: Option<String>,
+    /// Where each trace rank runs (--rank-map): job rank of trace rank 0, 1, …
+    /// (default: the same rank, contiguous per node).
+    #[serde(default)]
+    pub rank_map: Option<Vec<usize>>,
     /// A replay.json of the same trace on the source cluster, relative to the card's
     /// folder: the source's times (--baseline).
     #[serde(default)]

@@ -318,6 +318,49 @@ fn a_trace_of_4_ranks_replays_on_8_with_its_data_parallel_groups_grown() {
         "{j}"
     );
 
+    // Placed otherwise: the second copy's ranks interleaved with the first's.
+    let placed = dir.path().join("placed");
+    let r = replay(
+        8,
+        &[
+            "--trace",
+            log.to_str().unwrap(),
+            "--grow",
+            "auto",
+            "--rank-map",
+            "0,2,4,6,1,3,5,7",
+            "--steps",
+            "2",
+            "--out",
+            placed.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let p = read(&placed.join("replay.json"));
+    assert_eq!(p["wrong"], 0, "{p}");
+    let comm = |id: &str| -> Value {
+        p["comms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c[0] == id)
+            .unwrap()[1]
+            .clone()
+    };
+    assert_eq!(comm("0xa0#1"), serde_json::json!([1, 3]), "{p}");
+    assert_eq!(comm("0xd0"), serde_json::json!([0, 4, 1, 5]), "{p}");
+    let r = replay(
+        4,
+        &["--trace", log.to_str().unwrap(), "--rank-map", "0,1,2"],
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("--rank-map: 3 rank(s) given, the replay has 4"),
+        "{}",
+        r.all()
+    );
+
     let r = replay(8, &["--trace", log.to_str().unwrap(), "--grow", "0xd0,pp"]);
     assert_eq!(r.code, Some(2), "{}", r.all());
     assert!(

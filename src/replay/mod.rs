@@ -79,6 +79,11 @@ pub struct ReplayArgs {
     /// the communicators that grow, comma-separated.
     #[arg(long, value_name = "auto|ID,ID")]
     pub grow: Option<String>,
+    /// Where each of the trace's ranks runs when the job's launcher did not place
+    /// them contiguously: job rank of trace rank 0, 1, … (after `--grow`), e.g.
+    /// `0,2,1,3`.
+    #[arg(long = "rank-map", value_name = "R0,R1,…")]
+    pub rank_map: Option<String>,
     /// Directory for replay.json.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -312,19 +317,28 @@ fn scaled(
     notes: &mut Vec<String>,
 ) -> Result<Steps, String> {
     let steps = steps_of(&t, args.step_calls);
-    if t.ranks == ranks {
-        return Ok((t, steps, None));
-    }
-    let Some(grow) = &args.grow else {
-        return Err(format!(
-            "--trace: the trace is of {} rank(s), this job has {ranks}: run it with -np {}, or pass --grow auto (or the ids of the communicators that grow) to replay it on k times its ranks",
-            t.ranks, t.ranks
-        ));
+    let (mut t, mut steps, from) = if t.ranks == ranks {
+        (t, steps, None)
+    } else {
+        let Some(grow) = &args.grow else {
+            return Err(format!(
+                "--trace: the trace is of {} rank(s), this job has {ranks}: run it with -np {}, or pass --grow auto (or the ids of the communicators that grow) to replay it on k times its ranks",
+                t.ranks, t.ranks
+            ));
+        };
+        let g = scale::Grow::parse(grow)?;
+        let s = scale::scale(&t, &steps, ranks, &g)?;
+        notes.extend(s.notes);
+        (s.trace, s.steps, Some(t.ranks))
     };
-    let g = scale::Grow::parse(grow)?;
-    let s = scale::scale(&t, &steps, ranks, &g)?;
-    notes.extend(s.notes);
-    Ok((s.trace, s.steps, Some(t.ranks)))
+    if let Some(text) = &args.rank_map {
+        let map = scale::parse_rank_map(text, ranks)?;
+        scale::place(&mut t, &mut steps, &map);
+        notes.push(format!(
+            "ranks placed by --rank-map: trace rank i on rank {text}[i]"
+        ));
+    }
+    Ok((t, steps, from))
 }
 
 /// This rank's calls as backend calls with their buffers, filled with their input;

@@ -177,6 +177,56 @@ pub fn scale(
     })
 }
 
+/// `--rank-map`: trace rank i runs on job rank `map[i]` (a permutation of the job's
+/// ranks), for a job whose launcher placed ranks otherwise than contiguously.
+pub fn parse_rank_map(text: &str, ranks: usize) -> Result<Vec<usize>, String> {
+    let map: Vec<usize> = text
+        .split(',')
+        .map(|x| {
+            x.trim()
+                .parse()
+                .map_err(|_| format!("--rank-map: '{}' is not a rank", x.trim()))
+        })
+        .collect::<Result<_, _>>()?;
+    if map.len() != ranks {
+        return Err(format!(
+            "--rank-map: {} rank(s) given, the replay has {ranks}: give where each of its ranks runs, in order",
+            map.len()
+        ));
+    }
+    let mut seen = vec![false; ranks];
+    for &m in &map {
+        if m >= ranks || std::mem::replace(&mut seen[m], true) {
+            return Err(format!(
+                "--rank-map: rank {m} is out of 0..{ranks} or given twice: the map must name each rank once"
+            ));
+        }
+    }
+    Ok(map)
+}
+
+/// The trace's rank i placed on rank `map[i]`: communicators keep their rank order.
+pub fn place(t: &mut Trace, steps: &mut Vec<Vec<TraceCall>>, map: &[usize]) {
+    for c in &mut t.comms {
+        for m in &mut c.members {
+            *m = map[*m];
+        }
+    }
+    let mut placed = vec![Vec::new(); steps.len()];
+    for (i, s) in steps.drain(..).enumerate() {
+        placed[map[i]] = s;
+    }
+    *steps = placed;
+    t.calls = steps.clone();
+    if t.hosts.len() == map.len() {
+        let mut h = vec![None; map.len()];
+        for (i, x) in t.hosts.drain(..).enumerate() {
+            h[map[i]] = x;
+        }
+        t.hosts = h;
+    }
+}
+
 fn list(v: &[String]) -> String {
     if v.is_empty() {
         "none".into()
@@ -277,6 +327,32 @@ mod tests {
             s.notes
         );
         assert_eq!(s.notes.len(), 2, "{:?}", s.notes);
+    }
+
+    #[test]
+    fn a_rank_map_places_each_trace_rank_and_keeps_communicator_order() {
+        let (mut t, mut steps) = dp_tp();
+        let map = parse_rank_map("0, 2,1,3", 4).unwrap();
+        place(&mut t, &mut steps, &map);
+        // tp0 was trace ranks 0,1: now on 0 and 2; dp0 (0,2) on 0 and 1.
+        assert_eq!(t.comms[1].members, vec![0, 2]);
+        assert_eq!(t.comms[3].members, vec![0, 1]);
+        assert_eq!(steps[2][0].comm, 1, "trace rank 1's step (tp0) on rank 2");
+        assert_eq!(steps[1][0].comm, 2, "trace rank 2's step (tp1) on rank 1");
+        assert_eq!(t.hosts[1].as_deref(), Some("b"));
+        super::super::consistent(&t, &steps).unwrap();
+        for (text, want) in [
+            ("0,1,2", "3 rank(s) given, the replay has 4"),
+            ("0,1,1,3", "rank 1 is out of 0..4 or given twice"),
+            ("0,1,2,4", "rank 4 is out of 0..4"),
+            ("0,1,x,3", "'x' is not a rank"),
+        ] {
+            let e = parse_rank_map(text, 4).unwrap_err();
+            assert!(
+                e.starts_with("--rank-map: ") && e.contains(want),
+                "{text}: {e}"
+            );
+        }
     }
 
     #[test]
