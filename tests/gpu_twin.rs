@@ -1593,7 +1593,8 @@ fn sdc_vote_names_the_gpu_kind_round_and_block_that_disagree() {
     );
 }
 
-/// `burnin replay` through the NCCL backend on twin GPUs: an NCCL COLL trace of a
+/// `burnin replay` through the NCCL backend on twin GPUs (and a send/recv exchange as
+/// one NCCL group, each message checked): an NCCL COLL trace of a
 /// 2-GPU tensor-parallel step (bf16 all_gather and reduce_scatter, a scalar f32
 /// all_reduce, as NCCL 2.21 writes the lines) replays with the twin's collectives,
 /// every result checked, bf16 kept as bf16 (NCCL has it).
@@ -1615,6 +1616,16 @@ fn replay_of_an_nccl_trace_runs_through_the_nccl_backend() {
             .enumerate()
             {
                 log += &format!("{pre} NCCL INFO {name}: opCount {:x} sendbuff 0x7fdf57c00000 recvbuff 0x7fdf61a00000 count {count} datatype {dt} op 0 root 0 comm 0x55e29{g} [nranks=2] stream 0x55e29067e430\n", step * 3 + i as u64);
+            }
+            // A pipeline's exchange: each rank sends the other 128 KiB of bf16 and
+            // receives as much (one group on each side).
+            let order = if g == 0 {
+                ["Send", "Recv"]
+            } else {
+                ["Recv", "Send"]
+            };
+            for name in order {
+                log += &format!("{pre} NCCL INFO {name}: opCount {step:x} sendbuff 0x7fdf57c00000 recvbuff 0x7fdf61a00000 count 65536 datatype 9 op 0 root {} comm 0x55e29{g} [nranks=2] stream 0x55e29067e430\n", 1 - g);
             }
         }
     }
@@ -1641,7 +1652,14 @@ fn replay_of_an_nccl_trace_runs_through_the_nccl_backend() {
     assert_eq!(r.code, Some(0), "{}", r.all());
     let j = json(&out.join("replay.json"));
     assert!(j["backend"].as_str().unwrap().starts_with("nccl"), "{j}");
-    assert_eq!(j["calls_per_step"], serde_json::json!([3, 3]), "{j}");
+    assert_eq!(j["calls_per_step"], serde_json::json!([5, 5]), "{j}");
+    let group = j["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["collective"] == "sendrecv")
+        .unwrap_or_else(|| panic!("the send/recv group: {j}"));
+    assert_eq!(group["bytes"], 128 << 10, "{group}");
     assert_eq!(j["wrong"], 0, "{j}");
     let ag = j["calls"]
         .as_array()

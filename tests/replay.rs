@@ -42,6 +42,44 @@ fn dp_tp_log(dir: &Path) -> std::path::PathBuf {
     p
 }
 
+/// NCCL's COLL and Init lines for a pipeline of 2 stages × 2 data-parallel ranks on 2
+/// hosts: stage 0 on gpu-a (ranks 0, 1), stage 1 on gpu-b (2, 3); pipeline groups
+/// {0, 2} and {1, 3} across the hosts, data-parallel groups {0, 1} and {2, 3} inside
+/// them. A step: stage 0 sends 256 KiB of activations and receives as much of
+/// gradients, stage 1 the other way round, then a 1 MiB all_reduce per stage.
+fn pipeline_log(dir: &Path) -> std::path::PathBuf {
+    let mut s = String::new();
+    for (g, host) in ["gpu-a", "gpu-a", "gpu-b", "gpu-b"].into_iter().enumerate() {
+        let pre = format!("{host}:{}:{} [{}]", 3000 + g, 3100 + g, g % 2);
+        let comm = |p: &str, r: usize, n: usize, id: &str| {
+            format!("{pre} NCCL INFO comm {p} rank {r} nranks {n} cudaDev {} nvmlDev {} busId 1b000 commId {id} - Init COMPLETE\n", g % 2, g % 2)
+        };
+        s += &comm("0x66aa0001", g, 4, "0x2222");
+        s += &comm(
+            "0x66aa0002",
+            g / 2,
+            2,
+            if g % 2 == 0 { "0xp0" } else { "0xp1" },
+        );
+        s += &comm("0x66aa0003", g % 2, 2, if g < 2 { "0xe0" } else { "0xe1" });
+        let stage0 = g < 2;
+        for step in 0..3u32 {
+            let (first, second) = if stage0 {
+                ("Send", "Recv")
+            } else {
+                ("Recv", "Send")
+            };
+            for (i, name) in [first, second].into_iter().enumerate() {
+                s += &format!("{pre} NCCL INFO {name}: opCount {:x} sendbuff 0x7f0000 recvbuff 0x7f1000 count 131072 datatype 9 op 0 root {} comm 0x66aa0002 [nranks=2] stream 0x5600\n", 2 * step + i as u32, usize::from(stage0));
+            }
+            s += &format!("{pre} NCCL INFO AllReduce: opCount {step:x} sendbuff 0x7f0000 recvbuff 0x7f1000 count 262144 datatype 7 op 0 root 0 comm 0x66aa0003 [nranks=2] stream 0x5600\n");
+        }
+    }
+    let p = dir.join("pipeline.log");
+    std::fs::write(&p, s).unwrap();
+    p
+}
+
 /// The tests of this file one at a time: the simulated cluster's timings must not
 /// share the 2 cores with another replay.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -464,6 +502,52 @@ fn a_card_that_names_a_trace_runs_the_replay_phase_and_judges_its_criteria() {
         assert!(
             html.contains("A replayed step on rank"),
             "no timeline chart"
+        );
+    }
+}
+
+/// A pipeline's sends and receives replayed as groups, each message checked against
+/// the sender's pattern; on 8 ranks (`--grow auto`) the pipeline groups grow across
+/// the copies and each send still reaches its own copy's stage.
+#[test]
+fn a_pipeline_trace_replays_its_sends_and_receives_checked() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let log = pipeline_log(dir.path());
+    for (np, grow) in [(4, None), (8, Some("auto"))] {
+        let out = dir.path().join(format!("out{np}"));
+        let mut args = vec![
+            "--trace",
+            log.to_str().unwrap(),
+            "--steps",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if let Some(g) = grow {
+            args.extend(["--grow", g]);
+        }
+        let r = replay(np, &args);
+        assert_eq!(r.code, Some(0), "{}", r.all());
+        let j = read(&out.join("replay.json"));
+        assert_eq!(j["wrong"], 0, "{j}");
+        assert_eq!(j["calls_per_step"], serde_json::json!(vec![3; np]), "{j}");
+        let calls = j["calls"].as_array().unwrap();
+        let groups: Vec<&Value> = calls
+            .iter()
+            .filter(|c| c["collective"] == "sendrecv")
+            .collect();
+        assert_eq!(groups.len(), 2, "one group per pipeline communicator: {j}");
+        assert!(
+            groups
+                .iter()
+                .all(|c| c["bytes"] == 256 << 10 && c["ranks"] == np / 2),
+            "{j}"
+        );
+        let notes = j["notes"].to_string();
+        assert!(
+            notes.contains(&format!("send/recv: {} call(s) a step", 2 * np)),
+            "{notes}"
         );
     }
 }

@@ -409,6 +409,17 @@ pub trait Backend {
         iters: usize,
         ctx: &WaitCtx,
     ) -> Result<Vec<f64>>;
+    /// The point-to-point transfers of `ops` as one group (one NCCL group; MPI
+    /// requests waited for together), in bytes: sends read `send` and receives write
+    /// `recv` at their offsets; its duration in seconds, waited for within
+    /// `ctx.deadline`. A replayed job's send/recv.
+    fn run_group(
+        &self,
+        ops: &[crate::collective::P2p],
+        send: &Buffer,
+        recv: &mut Buffer,
+        ctx: &WaitCtx,
+    ) -> Result<f64>;
     /// Versions and devices, for provenance ("Open MPI v4.1.4", "NCCL 2.28.9").
     fn describe(&self) -> String;
     /// The PCI bus id of this rank's GPU, when the backend runs on one (NVML finds
@@ -416,6 +427,37 @@ pub trait Backend {
     fn pci_bus_id(&self) -> Option<String> {
         None
     }
+}
+
+/// Every transfer of a group inside its buffer (`send_len`, `recv_len` bytes), and the
+/// group's call as its errors describe it (u8 elements, the bytes sent).
+pub fn group_call(
+    ops: &[crate::collective::P2p],
+    send_len: usize,
+    recv_len: usize,
+) -> Result<Call> {
+    use crate::collective::P2p;
+    let mut sent = 0;
+    for op in ops {
+        let (at, count, len, what) = match *op {
+            P2p::Send { at, count, .. } => (at, count, send_len, "send"),
+            P2p::Recv { at, count, .. } => (at, count, recv_len, "receive"),
+        };
+        if at.checked_add(count).map_or(true, |end| end > len) {
+            anyhow::bail!("a {what} of {count} bytes at {at} overruns its {len}-byte buffer");
+        }
+        if matches!(op, P2p::Send { .. }) {
+            sent += count;
+        }
+    }
+    Ok(Call {
+        kind: CollKind::SendRecv,
+        dtype: Dtype::U8,
+        op: RedOp::Sum,
+        root: 0,
+        count: sent,
+        in_place: false,
+    })
 }
 
 /// Decide the backend for the job: every rank checks its own GPU and NCCL, the

@@ -512,6 +512,34 @@ impl Backend for MpiBackend {
         }
         Ok(times)
     }
+    fn run_group(
+        &self,
+        ops: &[P2p],
+        send: &Buffer,
+        recv: &mut Buffer,
+        ctx: &WaitCtx,
+    ) -> Result<f64> {
+        let (s, r) = (host(send)?, host_mut(recv)?);
+        let call = super::group_call(ops, s.len, r.len)?;
+        let Some(dt) = Self::datatype(Dtype::U8) else {
+            bail!("the mpi backend has no u8")
+        };
+        let mut x = MpiCall {
+            be: self,
+            call: &call,
+            dt,
+            // group_call checked every transfer lies inside its buffer.
+            at: Addrs {
+                send: s.as_bytes().as_ptr().cast_mut(),
+                recv: r.as_bytes_mut().as_mut_ptr(),
+                in_place: false,
+            },
+        };
+        let _guard = self.watchdog.arm(&ctx.what, ctx.deadline);
+        let t0 = Instant::now();
+        x.group(ops)?;
+        Ok(t0.elapsed().as_secs_f64())
+    }
     fn describe(&self) -> String {
         crate::world::mpi_version()
     }

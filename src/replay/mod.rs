@@ -7,7 +7,9 @@
 //! shortest block of calls that repeats back to back at its end, or `--step-calls`),
 //! in the same order, on a communicator per trace communicator (the same global ranks,
 //! ordered as in the trace). Calls are blocking, so calls of different communicators
-//! run in the trace's order on each rank. Send/recv are not replayed yet (said).
+//! run in the trace's order on each rank; a rank's consecutive sends and receives on
+//! one communicator run as one group (one NCCL group, MPI requests waited for
+//! together), each message checked against the sender's pattern for it.
 //!
 //! A trace of R ranks replays on k × R with `--grow` ([`scale`]): the job repeated k
 //! times, its data-parallel groups grown over the copies, the rest repeated per copy.
@@ -15,7 +17,8 @@ pub mod scale;
 pub mod trace;
 
 use crate::backend::{self, Backend, Bufs, Call, WaitCtx};
-use crate::collective::{self, Params, Pattern, Source};
+use crate::collective::pattern::Run;
+use crate::collective::{self, P2p, Params, Pattern, Source};
 use crate::config::GlobalArgs;
 use crate::error::{Agreed, Outcome};
 use crate::kinds::{Dtype, RedOp};
@@ -166,9 +169,11 @@ pub fn steps_of(t: &Trace, step_calls: Option<usize>) -> Vec<Vec<TraceCall>> {
         .collect()
 }
 
-/// Every member of a communicator must make the same calls on it in a step; Err
-/// names the first communicator where two members differ.
+/// Every member of a communicator must make the same calls on it in a step, and each
+/// rank's sends to another must be that rank's receives from it, message for message;
+/// Err names the first communicator where they differ.
 pub fn consistent(t: &Trace, steps: &[Vec<TraceCall>]) -> Result<(), String> {
+    p2p_pairs(t, steps)?;
     for (c, comm) in t.comms.iter().enumerate() {
         let on = |g: usize| -> Vec<_> {
             steps[g]
@@ -193,16 +198,77 @@ pub fn consistent(t: &Trace, steps: &[Vec<TraceCall>]) -> Result<(), String> {
     Ok(())
 }
 
-/// One replayed call on this rank: its communicator's backend, the call, buffers and
-/// the patterns of its check.
+/// Per communicator, the bytes each rank sends to each other in a step must be what
+/// that one receives from it, in order.
+fn p2p_pairs(t: &Trace, steps: &[Vec<TraceCall>]) -> Result<(), String> {
+    use std::collections::BTreeMap;
+    // (comm, from, to) → message sizes, as sent and as received (global ranks).
+    let mut sent: BTreeMap<(usize, usize, usize), Vec<u64>> = BTreeMap::new();
+    let mut got: BTreeMap<(usize, usize, usize), Vec<u64>> = BTreeMap::new();
+    for (g, step) in steps.iter().enumerate() {
+        for x in step {
+            let Some(&peer) = t.comms.get(x.comm).and_then(|c| c.members.get(x.root)) else {
+                if !matches!(x.op, Op::Coll(_)) {
+                    return Err(format!(
+                        "communicator {}: rank {g}'s {} names peer {}, not one of its {} rank(s)",
+                        t.comms.get(x.comm).map_or("?", |c| c.id.as_str()),
+                        x.op.name(),
+                        x.root,
+                        t.comms.get(x.comm).map_or(0, |c| c.members.len())
+                    ));
+                }
+                continue;
+            };
+            match x.op {
+                Op::Send => sent.entry((x.comm, g, peer)).or_default().push(x.bytes()),
+                Op::Recv => got.entry((x.comm, peer, g)).or_default().push(x.bytes()),
+                Op::Coll(_) => {}
+            }
+        }
+    }
+    for key in sent.keys().chain(got.keys()) {
+        let (a, b) = (sent.get(key), got.get(key));
+        if a != b {
+            let (c, from, to) = *key;
+            return Err(format!(
+                "communicator {}: rank {from} sends {} message(s) a step to rank {to} ({:?} bytes), which receives {} from it ({:?}): pass --step-calls, or a trace of whole steps",
+                t.comms[c].id,
+                a.map_or(0, Vec::len),
+                a.cloned().unwrap_or_default(),
+                b.map_or(0, Vec::len),
+                b.cloned().unwrap_or_default()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What one replayed item of a step runs.
+enum Work {
+    /// A collective: the call, its parameters and its input.
+    Coll {
+        call: Call,
+        p: Params,
+        input: Pattern,
+    },
+    /// A rank's consecutive sends and receives on one communicator, run as one group
+    /// (bytes): what it sends, and what it must receive.
+    Group {
+        ops: Vec<P2p>,
+        sent: Pattern,
+        expected: Pattern,
+    },
+}
+
+/// One replayed item on this rank: its communicator's backend, the work, buffers, its
+/// key and its description.
 struct Prepared {
     be: usize,
-    call: Call,
-    p: Params,
+    work: Work,
     send: backend::Buffer,
     recv: backend::Buffer,
-    input: Pattern,
     key: usize,
+    what: String,
 }
 
 pub fn run(
@@ -235,12 +301,7 @@ pub fn run(
     // One backend per trace communicator this rank's step uses; every rank takes
     // part in every split, in the trace's order.
     let used: Vec<bool> = (0..t.comms.len())
-        .map(|c| {
-            steps
-                .iter()
-                .flatten()
-                .any(|x| x.comm == c && matches!(x.op, Op::Coll(_)))
-        })
+        .map(|c| steps.iter().flatten().any(|x| x.comm == c))
         .collect();
     let mut bes: Vec<(usize, Box<dyn Backend>)> = Vec::new();
     for (c, comm) in t.comms.iter().enumerate().filter(|(c, _)| used[*c]) {
@@ -257,7 +318,7 @@ pub fn run(
     let p2p_all: Vec<usize> = world.all_gather_json(&p2p)?;
     if p2p_all.iter().any(|n| *n > 0) {
         notes.push(format!(
-            "send/recv: {} call(s) a step over all ranks not replayed (point-to-point replay is not built yet)",
+            "send/recv: {} call(s) a step over all ranks, each rank's consecutive ones on a communicator run as one group (one NCCL group, or MPI requests waited for together), groups blocking in the trace's order",
             p2p_all.iter().sum::<usize>()
         ));
     }
@@ -352,11 +413,28 @@ fn prepare(
 ) -> Result<(Vec<CallKey>, Vec<Prepared>)> {
     let mut keys: Vec<CallKey> = Vec::new();
     let mut out = Vec::new();
-    for x in step {
-        let Op::Coll(kind) = x.op else { continue };
+    let mut seq = P2pSeq::default();
+    let mut i = 0;
+    while i < step.len() {
+        let x = &step[i];
         let Some(bi) = bes.iter().position(|(c, _)| *c == x.comm) else {
             anyhow::bail!("rank is not in communicator {}", t.comms[x.comm].id);
         };
+        let Op::Coll(kind) = x.op else {
+            // The run of sends and receives on this communicator, one group.
+            let run = step[i..]
+                .iter()
+                .take_while(|y| !matches!(y.op, Op::Coll(_)) && y.comm == x.comm)
+                .count();
+            let (key, g) = prepare_group(world, t, &step[i..i + run], bi, &*bes[bi].1, &mut seq)?;
+            out.push(Prepared {
+                key: key_index(&mut keys, key),
+                ..g
+            });
+            i += run;
+            continue;
+        };
+        i += 1;
         let be = &*bes[bi].1;
         let n = be.size();
         let red = kind.reduces().then_some(x.red);
@@ -410,24 +488,128 @@ fn prepare(
             source_us: None,
             source_last_us: None,
         };
-        let k = match keys.iter().position(|k| *k == key) {
-            Some(k) => k,
-            None => {
-                keys.push(key);
-                keys.len() - 1
-            }
-        };
         out.push(Prepared {
             be: bi,
-            call,
-            p,
+            what: call.describe(),
+            work: Work::Coll { call, p, input },
             send,
             recv,
-            input,
-            key: k,
+            key: key_index(&mut keys, key),
         });
     }
     Ok((keys, out))
+}
+
+fn key_index(keys: &mut Vec<CallKey>, key: CallKey) -> usize {
+    match keys.iter().position(|k| *k == key) {
+        Some(k) => k,
+        None => {
+            keys.push(key);
+            keys.len() - 1
+        }
+    }
+}
+
+/// How many messages each (communicator, sender, receiver) has had so far: the k-th
+/// message between two ranks carries the k-th pattern on both sides.
+#[derive(Default)]
+struct P2pSeq(std::collections::HashMap<(usize, usize, usize), usize>);
+
+impl P2pSeq {
+    /// The pattern index of the next message from `from` to `to` on `comm`.
+    fn next(&mut self, comm: usize, from: usize, to: usize) -> usize {
+        let k = self.0.entry((comm, from, to)).or_insert(0);
+        *k += 1;
+        37 * *k + 7 * to
+    }
+}
+
+/// A rank's consecutive sends and receives on one communicator as one group: the
+/// transfers in bytes (sends packed in one buffer, receives in another), what it
+/// sends and what it must receive (the sender's pattern of that message), its key.
+fn prepare_group(
+    world: &World,
+    t: &Trace,
+    run: &[TraceCall],
+    bi: usize,
+    be: &dyn Backend,
+    seq: &mut P2pSeq,
+) -> Result<(CallKey, Prepared)> {
+    let (n, me, comm) = (be.size(), be.rank(), run[0].comm);
+    let (mut ops, mut sends, mut recvs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut s_off, mut r_off) = (0usize, 0usize);
+    for y in run {
+        let (peer, bytes) = (y.root, y.bytes() as usize);
+        if peer >= n || peer == me {
+            anyhow::bail!(
+                "trace: a {} with peer {peer} on communicator {} of {n} rank(s), from its rank {me}",
+                y.op.name(),
+                t.comms[comm].id
+            );
+        }
+        if matches!(y.op, Op::Send) {
+            let index = seq.next(comm, me, peer);
+            sends.push(Run::new(s_off, bytes, Source::Plain { rank: me }, index));
+            ops.push(P2p::Send {
+                peer,
+                at: s_off,
+                count: bytes,
+            });
+            s_off += bytes;
+        } else {
+            let index = seq.next(comm, peer, me);
+            recvs.push(Run::new(r_off, bytes, Source::Plain { rank: peer }, index));
+            ops.push(P2p::Recv {
+                peer,
+                at: r_off,
+                count: bytes,
+            });
+            r_off += bytes;
+        }
+    }
+    let p = Params {
+        n,
+        count: s_off.max(r_off),
+        dtype: Dtype::U8,
+        op: RedOp::Sum,
+        root: 0,
+    };
+    let (sent, expected) = (Pattern::new(p, sends), Pattern::new(p, recvs));
+    let mut send = be.alloc(s_off.max(1))?;
+    be.fill(&mut send, &sent)?;
+    let recv = be.alloc(r_off.max(1))?;
+    let key = CallKey {
+        comm: t.comms[comm].id.clone(),
+        ranks: n,
+        tier: tier_of(world, &t.comms[comm].members),
+        collective: crate::kinds::CollKind::SendRecv,
+        dtype: Dtype::U8,
+        op: None,
+        bytes: s_off.max(r_off) as u64,
+        source_us: None,
+        source_last_us: None,
+    };
+    let what = format!(
+        "a group of {} send(s) and {} receive(s) ({} B out, {} B in) on communicator {}",
+        sent.runs.len(),
+        expected.runs.len(),
+        s_off,
+        r_off,
+        t.comms[comm].id
+    );
+    let g = Prepared {
+        be: bi,
+        work: Work::Group {
+            ops,
+            sent,
+            expected,
+        },
+        send,
+        recv,
+        key: 0,
+        what,
+    };
+    Ok((key, g))
 }
 
 /// "intra-node" when the ranks share a host, else "inter-node (N hosts)".
@@ -464,10 +646,10 @@ fn check_step(
     let (mut wrong, mut calls) = (0u64, Vec::new());
     for x in prepared {
         let be = &*bes[x.be].1;
-        let w = check_one(be, x, &ctx(format!("checking {}", x.call.describe())))?;
+        let w = check_one(be, x, &ctx(format!("checking {}", x.what)))?;
         if w > 0 {
             wrong += w;
-            calls.push(format!("{} on {}", x.call.describe(), keys[x.key].comm));
+            calls.push(format!("{} on {}", x.what, keys[x.key].comm));
         }
     }
     Ok((wrong, calls))
@@ -489,20 +671,28 @@ fn time_steps(
     // Each call's deadline message, made once: the step's clock runs over the calls.
     let whats: Vec<WaitCtx> = prepared
         .iter()
-        .map(|x| ctx(format!("a replayed step: {}", x.call.describe())))
+        .map(|x| ctx(format!("a replayed step: {}", x.what)))
         .collect();
     for s in 0..args.warmup + args.steps {
         world.comm.barrier();
         let t0 = Instant::now();
         for (i, x) in prepared.iter_mut().enumerate() {
             let be = &*bes[x.be].1;
-            let bufs = Bufs::OutOfPlace {
-                send: &x.send,
-                recv: &mut x.recv,
+            let d = match &x.work {
+                Work::Coll { call, .. } => {
+                    let bufs = Bufs::OutOfPlace {
+                        send: &x.send,
+                        recv: &mut x.recv,
+                    };
+                    be.run_timed(call, bufs, 1, &whats[i])?
+                        .first()
+                        .copied()
+                        .unwrap_or(0.0)
+                }
+                Work::Group { ops, .. } => be.run_group(ops, &x.send, &mut x.recv, &whats[i])?,
             };
-            let d = be.run_timed(&x.call, bufs, 1, &whats[i])?;
             if s >= args.warmup {
-                mine.calls[i].1.push(d.first().copied().unwrap_or(0.0));
+                mine.calls[i].1.push(d);
             }
         }
         if s >= args.warmup {
@@ -515,13 +705,34 @@ fn time_steps(
 /// One call on its input into a poisoned output, compared with the expected result:
 /// wrong elements.
 fn check_one(be: &dyn Backend, x: &mut Prepared, ctx: &WaitCtx) -> Result<u64> {
-    let coll = collective::get(x.call.kind);
-    let recv_elems = coll.layout(&x.p).recv;
-    let poison = Pattern::one(x.p, 0, recv_elems, Source::Poison);
+    let (call, p, input) = match &x.work {
+        Work::Coll { call, p, input } => (call, p, input),
+        Work::Group {
+            ops,
+            sent,
+            expected,
+        } => {
+            let end = expected.end();
+            be.fill(&mut x.send, sent)?;
+            if end > 0 {
+                let poison = Pattern::one(expected.params, 0, end, Source::Poison);
+                be.fill(&mut x.recv, &poison)?;
+            }
+            be.run_group(ops, &x.send, &mut x.recv, ctx)?;
+            return Ok(if end > 0 {
+                be.check(&x.recv, expected)?.wrong
+            } else {
+                0
+            });
+        }
+    };
+    let coll = collective::get(call.kind);
+    let recv_elems = coll.layout(p).recv;
+    let poison = Pattern::one(*p, 0, recv_elems, Source::Poison);
     be.fill(&mut x.recv, &poison)?;
-    be.fill(&mut x.send, &x.input)?;
+    be.fill(&mut x.send, input)?;
     be.run_timed(
-        &x.call,
+        call,
         Bufs::OutOfPlace {
             send: &x.send,
             recv: &mut x.recv,
@@ -529,7 +740,7 @@ fn check_one(be: &dyn Backend, x: &mut Prepared, ctx: &WaitCtx) -> Result<u64> {
         1,
         ctx,
     )?;
-    let expected = coll.expected(&x.p, be.rank(), false, 0);
+    let expected = coll.expected(p, be.rank(), false, 0);
     Ok(be.check(&x.recv, &expected)?.wrong)
 }
 
@@ -615,10 +826,7 @@ fn finish(
             .collect(),
         warmup_steps: args.warmup,
         steps: args.steps,
-        calls_per_step: steps
-            .iter()
-            .map(|s| s.iter().filter(|x| matches!(x.op, Op::Coll(_))).count())
-            .collect(),
+        calls_per_step: steps.iter().map(Vec::len).collect(),
         notes: notes
             .into_iter()
             .chain(t.warnings.iter().map(|w| format!("trace: {w}")))
@@ -800,6 +1008,51 @@ mod tests {
         let e = consistent(&u, &steps_of(&u, None)).unwrap_err();
         assert!(
             e.contains("communicator w: rank 0 makes 2") && e.contains("--step-calls"),
+            "{e}"
+        );
+    }
+
+    fn p2p(comm: usize, op: Op, peer: usize, count: usize) -> TraceCall {
+        TraceCall {
+            op,
+            root: peer,
+            ..call(comm, count)
+        }
+    }
+
+    #[test]
+    fn each_send_must_be_its_peers_receive_message_for_message() {
+        let comms = vec![trace::TraceComm {
+            id: "pp".into(),
+            members: vec![2, 0],
+        }];
+        // Rank 2 (comm rank 0) sends 100 then receives 50; rank 0 the other way.
+        let steps = vec![
+            vec![p2p(0, Op::Recv, 0, 100), p2p(0, Op::Send, 0, 50)],
+            vec![],
+            vec![p2p(0, Op::Send, 1, 100), p2p(0, Op::Recv, 1, 50)],
+        ];
+        let t = Trace {
+            ranks: 3,
+            comms,
+            ..Trace::default()
+        };
+        assert_eq!(consistent(&t, &steps), Ok(()));
+        let mut bad = steps.clone();
+        bad[0][1].count = 51;
+        let e = consistent(&t, &bad).unwrap_err();
+        assert!(
+            e.contains("communicator pp: rank 0 sends 1 message(s) a step to rank 2 ([204] bytes), which receives 1 from it ([200])"),
+            "{e}"
+        );
+        bad[0].pop();
+        let e = consistent(&t, &bad).unwrap_err();
+        assert!(e.contains("rank 0 sends 0 message(s)"), "{e}");
+        let mut off = steps;
+        off[2][0].root = 5;
+        let e = consistent(&t, &off).unwrap_err();
+        assert!(
+            e.contains("rank 2's send names peer 5, not one of its 2 rank(s)"),
             "{e}"
         );
     }

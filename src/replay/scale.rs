@@ -118,16 +118,22 @@ pub fn scale(
     let per_copy: Vec<Vec<usize>> = (0..k)
         .map(|j| index.iter().map(|v| v[j]).collect())
         .collect();
-    for map in &per_copy {
+    for (copy, map) in per_copy.iter().enumerate() {
         for step in steps.iter().take(r) {
             out_steps.push(
                 step.iter()
                     .map(|x| {
+                        let len = t.comms[x.comm].members.len();
                         let mut y = if grows[x.comm] {
-                            grown_call(x, t.comms[x.comm].members.len() * k, &mut rounded)
+                            grown_call(x, len * k, &mut rounded)
                         } else {
                             x.clone()
                         };
+                        // A send or receive stays inside its copy of the job: in a
+                        // grown communicator its peer is the peer's copy.
+                        if grows[x.comm] && !matches!(x.op, Op::Coll(_)) {
+                            y.root = x.root + copy * len;
+                        }
                         y.comm = map[x.comm];
                         y
                     })

@@ -1398,6 +1398,102 @@ mod tests {
         assert_eq!(one(&cs, "gpu.measured").status, Status::NotRun);
     }
 
+    /// The edges the mutation run found untested: more failures than are named, an
+    /// absolute floor against a fraction of the topology's number (and without it),
+    /// a report that measured no GPU, the PCIe threshold's text, a lone GPU with a
+    /// host check, which host-check notes a failure quotes, and the count of GPUs
+    /// measured.
+    #[test]
+    fn floors_counts_and_texts_at_their_edges() {
+        // Ten GPUs fail: eight are named, the rest counted; 0 of 10 measured.
+        let mut r = healthy();
+        r.gpus = (0..10).map(|g| healthy_gpu("node1", g)).collect();
+        for g in &mut r.gpus {
+            g.error = Some("context lost".into());
+        }
+        let m = one(&judged(&r), "gpu.measured").clone();
+        assert_eq!(m.status, Status::Fail);
+        assert_eq!(m.measured, "0 of 10 GPUs");
+        assert!(m.detail.ends_with("; and 2 more"), "{}", m.detail);
+        assert_eq!(m.detail.matches("context lost").count(), 8);
+        // One of four fails: 3 of 4 measured.
+        let mut r = healthy();
+        r.gpus[2].error = Some("context lost".into());
+        assert_eq!(one(&judged(&r), "gpu.measured").measured, "3 of 4 GPUs");
+        // The higher of the absolute floor and the fraction judges: 65 TFLOP/s over
+        // 0.7 × 67 fails every GPU (60); 10 leaves the fraction's 46.9, passed.
+        let mut c = criteria();
+        c.min_tflops = Some(65.0);
+        let t = one(
+            &judge(Ok(&healthy()), None, &c, Some(&spec())),
+            "gpu.tflops",
+        )
+        .clone();
+        assert_eq!(
+            (t.status, t.threshold.as_str()),
+            (Status::Fail, "≥ 65 TFLOP/s")
+        );
+        c.min_tflops = Some(10.0);
+        let t = one(
+            &judge(Ok(&healthy()), None, &c, Some(&spec())),
+            "gpu.tflops",
+        )
+        .clone();
+        assert_eq!(t.status, Status::Pass);
+        assert!(t.threshold.starts_with("≥ 0.7 × 67 TFLOP/s"), "{t:#?}");
+        // Without the topology's number the absolute floor still judges.
+        let t = one(&judge(Ok(&healthy()), None, &c, None), "gpu.tflops").clone();
+        assert_eq!(
+            (t.status, t.threshold.as_str()),
+            (Status::Pass, "≥ 10 TFLOP/s")
+        );
+        // A report with no error and no GPU measured nothing.
+        let cs = judged(&GpuReport::default());
+        assert!(
+            cs.iter()
+                .all(|k| k.status != Status::Pass && k.detail.contains("no GPU measured")),
+            "{cs:#?}"
+        );
+        // The PCIe threshold names the topology's gen and width when it has them.
+        let p = one(&judged(&healthy()), "gpu.pcie").clone();
+        assert_eq!(
+            p.threshold,
+            "at the GPU's max gen and width, and ≥ Gen5 x16"
+        );
+        let p = one(&judge(Ok(&healthy()), None, &criteria(), None), "gpu.pcie").clone();
+        assert_eq!(p.threshold, "at the GPU's max gen and width");
+        // A lone GPU (no vote) with a host check is judged on it.
+        let mut r = healthy();
+        let mut s = sdc_report(vec![]);
+        s.ranks.truncate(1);
+        r.sdc = Some(s.clone());
+        let k = one(&judged(&r), "gpu.sdc").clone();
+        assert_eq!(k.status, Status::Pass, "{k:#?}");
+        assert!(
+            k.measured.contains("1 of 1 GPU(s) agree with the host"),
+            "{k:#?}"
+        );
+        // A failed host check quotes the notes that differ, not those that agree,
+        // fall within the bound or did not run.
+        s.ranks[0].host_check = Some(false);
+        s.ranks[0].host_checks = vec![
+            "fma: equal to the host bit for bit".into(),
+            "gemm: 3 element(s) differ from the host (first at row 1, column 2)".into(),
+            "memory: within the bound".into(),
+            "reduce: not run (pre-Ampere)".into(),
+        ];
+        r.sdc = Some(s);
+        let k = one(&judged(&r), "gpu.sdc").clone();
+        assert_eq!(k.status, Status::Fail);
+        assert!(
+            k.detail.ends_with(
+                "the first round differs from the host (gemm: 3 element(s) differ from the host (first at row 1, column 2))"
+            ),
+            "{}",
+            k.detail
+        );
+    }
+
     fn c_with(max: u64) -> GpuCriteria {
         let mut c = criteria();
         c.max_sdc_disagreements = Some(max);

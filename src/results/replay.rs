@@ -93,8 +93,8 @@ pub struct ReplayReport {
     pub steps: u32,
     /// Calls of one step, per rank (replayed ones).
     pub calls_per_step: Vec<usize>,
-    /// What the replay left out or changed, said once each ("send/recv: 4 calls a step
-    /// not replayed", "bf16 as u8 on the mpi backend").
+    /// What the replay left out, changed or assumed, said once each ("bf16 sum as u8
+    /// on this backend (the same bytes)", how a scaled trace's groups grew).
     pub notes: Vec<String>,
     /// The backend and why it was chosen.
     pub backend: String,

@@ -427,6 +427,15 @@ mod tests {
         fn reduce_scatter_in_place_offset(&self, _: usize) -> usize {
             0
         }
+        fn run_group(
+            &self,
+            _: &[burnin::collective::P2p],
+            _: &Buffer,
+            _: &mut Buffer,
+            _: &WaitCtx,
+        ) -> Result<f64> {
+            bail!("the training exchanges gradients by all_reduce only")
+        }
         fn run_timed(
             &self,
             call: &Call,

@@ -880,6 +880,57 @@ impl Backend for NcclBackend {
         }
         Ok(times)
     }
+    fn run_group(
+        &self,
+        ops: &[P2p],
+        send: &Buffer,
+        recv: &mut Buffer,
+        ctx: &WaitCtx,
+    ) -> Result<f64> {
+        self.alive(&ctx.what)?;
+        let (s, r) = (self.device_buffer(send)?, self.device_buffer(recv)?);
+        crate::backend::group_call(ops, s.len(), r.len())?;
+        if let Some(bad) = ops.iter().find_map(|op| match *op {
+            P2p::Send { peer, .. } | P2p::Recv { peer, .. } => (peer >= self.size).then_some(peer),
+        }) {
+            bail!(
+                "{}: peer {bad} is not a rank of this {}-rank group",
+                ctx.what,
+                self.size
+            );
+        }
+        self.device.bind()?;
+        self.ensure_events(2)?;
+        let events = self.events.borrow();
+        let since = Instant::now();
+        let _guard = self.watchdog.arm(&ctx.what, ctx.deadline + BACKSTOP);
+        let mut x = NcclCall {
+            be: self,
+            p: Ptrs {
+                send: s.ptr(),
+                recv: r.ptr(),
+                snapshot: None,
+            },
+            dt: nccl_dtype(Dtype::U8),
+            op: nccl_op(RedOp::Sum),
+            es: 1,
+            ctx,
+            since,
+        };
+        // SAFETY: events[0..2] exist (ensure_events) and live until Drop.
+        unsafe { self.device.record(events[0]) }
+            .map_err(|e| cuda_error("recording a timing event", e))?;
+        // group_call checked every transfer lies inside its device buffer on this GPU.
+        x.group(ops)?;
+        // SAFETY: as above.
+        unsafe { self.device.record(events[1]) }
+            .map_err(|e| cuda_error("recording a timing event", e))?;
+        self.wait(Until::StreamIdle, &ctx.what, ctx.deadline, since)?;
+        // SAFETY: both events were recorded on this stream and the stream is idle.
+        let ms = unsafe { self.device.elapsed_ms(events[0], events[1]) }
+            .map_err(|e| cuda_error("reading a timing event", e))?;
+        Ok(f64::from(ms) / 1e3)
+    }
     fn describe(&self) -> String {
         let g = &self.device.info;
         format!(
