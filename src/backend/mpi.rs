@@ -521,6 +521,16 @@ impl Backend for MpiBackend {
     ) -> Result<f64> {
         let (s, r) = (host(send)?, host_mut(recv)?);
         let call = super::group_call(ops, s.len, r.len)?;
+        if let Some(big) = ops.iter().find_map(|op| match *op {
+            P2p::Send { count, .. } | P2p::Recv { count, .. } => {
+                (i32::try_from(count).is_err()).then_some(count)
+            }
+        }) {
+            bail!(
+                "{}: a transfer of {big} bytes is more than MPI's int count (use --backend nccl)",
+                ctx.what
+            );
+        }
         let Some(dt) = Self::datatype(Dtype::U8) else {
             bail!("the mpi backend has no u8")
         };

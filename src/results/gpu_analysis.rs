@@ -1441,6 +1441,24 @@ mod tests {
         .clone();
         assert_eq!(t.status, Status::Pass);
         assert!(t.threshold.starts_with("≥ 0.7 × 67 TFLOP/s"), "{t:#?}");
+        // A GPU exactly at the floor passes it (GPU 0 burns 60.0).
+        c.min_tflops = Some(60.0);
+        let t = one(
+            &judge(Ok(&healthy()), None, &c, Some(&spec())),
+            "gpu.tflops",
+        )
+        .clone();
+        assert_eq!(
+            (t.status, t.measured.as_str()),
+            (Status::Pass, "lowest 60.0 TFLOP/s (node1 GPU 0)")
+        );
+        c.min_tflops = Some(10.0);
+        // Every copy and burn value counted: 4 GPUs × (3 copies + 1000 burn values)
+        // and 12 peer copies.
+        assert_eq!(
+            one(&judged(&healthy()), "gpu.wrong").measured,
+            "0 GPU(s) or pair(s) wrong; 4024 copies and burn values checked"
+        );
         // Without the topology's number the absolute floor still judges.
         let t = one(&judge(Ok(&healthy()), None, &c, None), "gpu.tflops").clone();
         assert_eq!(
