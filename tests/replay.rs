@@ -504,6 +504,21 @@ fn a_card_that_names_a_trace_runs_the_replay_phase_and_judges_its_criteria() {
             "no timeline chart"
         );
     }
+    // The two runs side by side: the replayed step of each.
+    let (a, b) = (
+        dir.path().join("slow-source/out"),
+        dir.path().join("fast-source/out"),
+    );
+    let mut c = std::process::Command::new(bin());
+    c.args(["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let r = run_bounded(c, Duration::from_secs(60));
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("| replay: step communication p50 (µs) |"))
+        .unwrap_or_else(|| panic!("no replay row: {}", r.stdout));
+    assert!(row.ends_with("× |"), "{row}");
 }
 
 /// A pipeline's sends and receives replayed as groups, each message checked against

@@ -213,7 +213,13 @@ pub fn flips(a: &[Criterion], b: &[Criterion]) -> Vec<Vec<String>> {
 
 fn side_by_side(a: &RunData, b: &RunData) -> Vec<Vec<String>> {
     type Metric = fn(&RunData) -> Option<f64>;
-    let metrics: [(&str, Metric); 7] = [
+    let metrics: [(&str, Metric); 9] = [
+        ("replay: step communication p50 (µs)", |d| {
+            Some(d.replay.as_ref()?.step.p50_us).filter(|v| *v > 0.0)
+        }),
+        ("replay: calls at their own cost (µs)", |d| {
+            Some(d.replay.as_ref()?.calls_sum_us).filter(|v| *v > 0.0)
+        }),
         ("training step p50 (ms)", |d| {
             let r = d.train.as_ref()?.run.as_ref()?;
             (r.steps_run > 0).then(|| r.step_time.p50_us / 1e3)
