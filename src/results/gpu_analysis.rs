@@ -1512,6 +1512,111 @@ mod tests {
         );
     }
 
+    /// Boundaries the mutation run found untested: a floor reached exactly passes,
+    /// two measurements are enough to compare, a burn that failed or measured nothing
+    /// is not a rate, counters of another GPU are not this one's, and counters fall.
+    #[test]
+    fn thresholds_are_inclusive_and_two_values_are_enough_to_compare() {
+        // A node of 2 GPUs (2 pairs) is judged: its slow pair is named.
+        let mut r = healthy();
+        r.nodes = vec![node("node1", 2, Some((0, 1)))];
+        let k = one(&judged(&r), "gpu.pair_outlier").clone();
+        assert_eq!(k.status, Status::Fail, "{k:#?}");
+        assert_eq!(k.measured, "1 outlier(s) of 2 pairs");
+        // A pair at exactly the fraction × the median is not an outlier.
+        let mut r = healthy();
+        for (i, p) in r.nodes[0].pairs.iter_mut().enumerate() {
+            p.copy = rate(if i == 0 { 50.0 } else { 100.0 });
+        }
+        let mut c = criteria();
+        c.pair_outlier_fraction = Some(0.5);
+        let k = one(&judge(Ok(&r), None, &c, Some(&spec())), "gpu.pair_outlier").clone();
+        assert_eq!(k.status, Status::Pass, "{k:#?}");
+        // Spread: exactly at the bound passes; two GPUs are enough; a burn that
+        // failed or measured 0 TFLOP/s is not a rate, and a failed one is named.
+        let mut r = healthy();
+        r.gpus.truncate(2);
+        r.gpus[0].burn.as_mut().unwrap().tflops = 100.0;
+        r.gpus[1].burn.as_mut().unwrap().tflops = 90.0;
+        let k = one(&judged(&r), "gpu.tflops_spread").clone();
+        assert_eq!(k.status, Status::Pass, "{k:#?}");
+        assert!(
+            k.measured.starts_with("0.100 (slowest node1 GPU 1 90.0"),
+            "{k:#?}"
+        );
+        let mut r = healthy();
+        r.gpus[3].burn.as_mut().unwrap().tflops = 0.0;
+        let b = r.gpus[2].burn.as_mut().unwrap();
+        b.tflops = 1.0;
+        b.error = Some("launch failed".into());
+        let cs = judged(&r);
+        let k = one(&cs, "gpu.tflops_spread");
+        assert_eq!(k.status, Status::Pass, "only GPUs 0 and 1 burned: {k:#?}");
+        let k = one(&cs, "gpu.tflops");
+        assert_eq!(k.status, Status::Fail, "{k:#?}");
+        assert_eq!(k.detail, "node1 GPU 2: burn failed: launch failed");
+        // Throttling exactly at the bound passes; GPUs without samples are not judged.
+        let mut r = healthy();
+        r.gpus[1].throttle.as_mut().unwrap().throttled_share = 0.05;
+        assert_eq!(one(&judged(&r), "gpu.throttle").status, Status::Pass);
+        for g in &mut r.gpus {
+            g.throttle.as_mut().unwrap().samples = 0;
+        }
+        assert_eq!(one(&judged(&r), "gpu.throttle").status, Status::NotRun);
+        // Counters of a GPU with the same host but another UUID are not this one's.
+        let mut after = healthy();
+        after.gpus[0].uuid = "GPU-other".into();
+        let a = after.gpus[0].counters_after.as_mut().unwrap();
+        a.ecc_volatile_uncorrected = Some(9);
+        let cs = judge(Ok(&healthy()), Some(&after), &criteria(), Some(&spec()));
+        assert_eq!(one(&cs, "gpu.errors").status, Status::Pass);
+        // XIDs listened to without counters (and counters without XIDs) are judged.
+        let mut r = healthy();
+        for g in &mut r.gpus {
+            g.counters_before = None;
+            g.counters_after = None;
+        }
+        assert_eq!(one(&judged(&r), "gpu.errors").status, Status::Pass);
+        let mut r = healthy();
+        for g in &mut r.gpus {
+            g.xid_listening = false;
+        }
+        assert_eq!(one(&judged(&r), "gpu.errors").status, Status::Pass);
+    }
+
+    #[test]
+    fn counters_that_rise_are_named_by_how_much_and_falling_ones_are_not() {
+        let before = ErrorCounters {
+            ecc_volatile_uncorrected: Some(2),
+            retired_pages_dbe: Some(0),
+            remapped_rows_uncorrected: Some(1),
+            ecc_aggregate_corrected: Some(7),
+            ..Default::default()
+        };
+        let after = ErrorCounters {
+            ecc_volatile_uncorrected: Some(5),
+            retired_pages_dbe: Some(2),
+            remapped_rows_uncorrected: Some(3),
+            ecc_aggregate_corrected: Some(4),
+            ..Default::default()
+        };
+        let (fatal, notes) = counter_changes(&before, &after);
+        assert_eq!(
+            fatal,
+            [
+                "3 new uncorrected ECC error(s)",
+                "2 page(s) newly retired for double-bit errors",
+                "2 row(s) newly remapped for uncorrected errors",
+            ]
+        );
+        assert!(
+            notes.is_empty(),
+            "a counter that fell is no news: {notes:?}"
+        );
+        let (fatal, _) = counter_changes(&after, &before);
+        assert!(fatal.is_empty(), "{fatal:?}");
+    }
+
     fn c_with(max: u64) -> GpuCriteria {
         let mut c = criteria();
         c.max_sdc_disagreements = Some(max);
