@@ -773,7 +773,17 @@ fn judge_replay(data: &RunData, c: &crate::card::ReplayCriteria) -> Vec<Criterio
             Some((Some(w), r)) => {
                 k.measured = format!("{w} wrong");
                 k.status = if w == 0 { Status::Pass } else { Status::Fail };
-                k.detail = r.wrong_calls.join("; ");
+                // What was covered: every element of one step's calls on every rank.
+                let calls: usize = r.calls_per_step.iter().sum();
+                let covered = format!(
+                    "checked every element of one step: {calls} call(s) over {} rank(s)",
+                    r.ranks
+                );
+                k.detail = if w == 0 {
+                    covered
+                } else {
+                    format!("{}; {covered}", r.wrong_calls.join("; "))
+                };
             }
         }
         out.push(gated(&g, k));
