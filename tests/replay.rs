@@ -627,10 +627,12 @@ fn on_the_simulated_cluster_a_training_trace_predicts_its_all_reduce_and_a_slow_
     let Some(down) = SIM.up_sized(2, 1, &[]) else {
         return;
     };
-    // Three short trainings: on this 2-core VM one run's all-reduce can double when
-    // something else wakes up; the quietest of the three is the training's number.
-    let mut measured = Vec::new();
-    let mut buckets: Vec<u64> = Vec::new();
+    // Training and replay take turns, three times, and each replay is compared with
+    // the training just before it: on this 2-core VM the speed of the same calls
+    // drifts by 2× over a minute when something else wakes up, and alternating puts
+    // both sides of a pair in the same stretch (as the OSU bench alternates tools).
+    let mut ratios = Vec::new();
+    let mut last = serde_json::Value::Null;
     for k in 0..3 {
         let train = dir.path().join(format!("train{k}"));
         let r = on_sim(
@@ -651,7 +653,7 @@ fn on_the_simulated_cluster_a_training_trace_predicts_its_all_reduce_and_a_slow_
         );
         assert_eq!(r.code, Some(0), "{}", r.all());
         let run = read(&train.join("run.json"));
-        buckets = run["bucket_bytes"]
+        let buckets: Vec<u64> = run["bucket_bytes"]
             .as_array()
             .unwrap()
             .iter()
@@ -659,50 +661,62 @@ fn on_the_simulated_cluster_a_training_trace_predicts_its_all_reduce_and_a_slow_
             .collect();
         assert!(!buckets.is_empty(), "{run}");
         // What the training measured for its all-reduce in a step: per bucket size,
-        // the median call (slowest rank) × the buckets of that size.
-        measured.push(
+        // the median call × the buckets of that size, at the call's own cost (the
+        // fastest rank's time: the last to arrive waits for nobody) — the statistic the
+        // replay's prediction is; the slowest rank's time adds the skew that the
+        // training's compute and packing between calls leave between the ranks.
+        let per_step = |key: &str| -> f64 {
             run["allreduce"]
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|b| b["time_p50_s"].as_f64().unwrap() * b["buckets"].as_f64().unwrap() * 1e6)
-                .sum::<f64>(),
+                .map(|b| b[key].as_f64().unwrap() * b["buckets"].as_f64().unwrap() * 1e6)
+                .sum::<f64>()
+        };
+        let measured_us = per_step("own_p50_s");
+        assert!(
+            measured_us > 0.0 && measured_us <= per_step("time_p50_s"),
+            "{run}"
         );
+        let trace = training_trace(dir.path(), 2, &buckets, 3);
+        let out = dir.path().join(format!("replay-train{k}"));
+        let r = on_sim(
+            &[
+                "replay",
+                "--trace",
+                trace.to_str().unwrap(),
+                "--steps",
+                "100",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            Duration::from_secs(300),
+        );
+        assert_eq!(r.code, Some(0), "{}", r.all());
+        let j = read(&out.join("replay.json"));
+        // The same statistic as the training's: per call, the median of the fastest
+        // rank's time (its own cost), summed over the step's calls.
+        let predicted_us = j["calls_sum_us"].as_f64().unwrap();
+        assert!(
+            j["step"]["p50_us"].as_f64().unwrap() >= predicted_us * 0.9,
+            "{j}"
+        );
+        assert_eq!(j["calls"][0]["tier"], "inter-node (2 hosts)", "{j}");
+        eprintln!(
+            "pair {k}: training all-reduce {measured_us:.0} us a step at its own cost \
+             ({:.0} us the slowest rank's), replay {predicted_us:.0} us: {:.2}",
+            per_step("time_p50_s"),
+            predicted_us / measured_us
+        );
+        ratios.push(predicted_us / measured_us);
+        last = j;
     }
-    eprintln!("training all-reduce per step, three runs: {measured:?} us");
-    let measured_us = measured.iter().copied().fold(f64::INFINITY, f64::min);
-    let trace = training_trace(dir.path(), 2, &buckets, 3);
-    let out = dir.path().join("replay-train");
-    let r = on_sim(
-        &[
-            "replay",
-            "--trace",
-            trace.to_str().unwrap(),
-            "--steps",
-            "100",
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        Duration::from_secs(300),
-    );
-    assert_eq!(r.code, Some(0), "{}", r.all());
-    let j = read(&out.join("replay.json"));
-    // The same statistic as the training's: per call, the median of the slowest
-    // rank's time, summed over the step's calls.
-    let predicted_us = j["calls_sum_us"].as_f64().unwrap();
-    assert!(
-        j["step"]["p50_us"].as_f64().unwrap() >= predicted_us * 0.9,
-        "{j}"
-    );
-    let ratio = predicted_us / measured_us;
-    eprintln!(
-        "training all-reduce {measured_us:.0} us a step, replay {predicted_us:.0} us: {ratio:.2}"
-    );
+    ratios.sort_by(f64::total_cmp);
+    let ratio = ratios[1];
     assert!(
         (0.8..=1.2).contains(&ratio),
-        "replay {predicted_us:.0} us vs training {measured_us:.0} us ({ratio:.2}): {j}"
+        "replay / training, median of three pairs: {ratio:.2} ({ratios:.2?}): {last}"
     );
-    assert_eq!(j["calls"][0]["tier"], "inter-node (2 hosts)", "{j}");
 
     drop(down);
 

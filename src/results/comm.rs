@@ -17,6 +17,11 @@ pub struct BucketComm {
     pub samples: usize,
     /// Median over those calls of the slowest rank's time inside the call, s.
     pub time_p50_s: f64,
+    /// Median over those calls of the fastest rank's time inside the call (the last
+    /// rank to arrive, which waits for nobody: the call's own cost without the ranks'
+    /// skew), s; 0 in runs written before it was recorded.
+    #[serde(default)]
+    pub own_p50_s: f64,
     /// nccl-tests' algbw of that median, GB/s.
     pub algbw_gbps: f64,
     /// nccl-tests' busbw of that median (all_reduce: algbw × 2(n−1)/n), GB/s.
@@ -24,8 +29,14 @@ pub struct BucketComm {
 }
 
 /// Per bucket size, the median call time and bandwidths. `bucket_bytes[b]` is bucket
-/// b's size; `steps[s][b]` the slowest rank's time of bucket b in step s; `n` ranks.
-pub fn bucket_comm(bucket_bytes: &[u64], steps: &[Vec<f64>], n: usize) -> Vec<BucketComm> {
+/// b's size; `steps[s][b]` the slowest rank's time of bucket b in step s, `own[s][b]`
+/// the fastest rank's (may be empty); `n` ranks.
+pub fn bucket_comm(
+    bucket_bytes: &[u64],
+    steps: &[Vec<f64>],
+    own: &[Vec<f64>],
+    n: usize,
+) -> Vec<BucketComm> {
     let mut sizes: Vec<u64> = bucket_bytes.to_vec();
     sizes.sort_unstable();
     sizes.dedup();
@@ -39,21 +50,27 @@ pub fn bucket_comm(bucket_bytes: &[u64], steps: &[Vec<f64>], n: usize) -> Vec<Bu
         let idx: Vec<usize> = (0..bucket_bytes.len())
             .filter(|&b| bucket_bytes[b] == bytes)
             .collect();
-        let times: Vec<f64> = steps
-            .iter()
-            .flat_map(|s| idx.iter().filter_map(|&b| s.get(b).copied()))
-            .filter(|t| *t > 0.0)
-            .collect();
+        let pick = |steps: &[Vec<f64>]| -> Vec<f64> {
+            steps
+                .iter()
+                .flat_map(|s| idx.iter().filter_map(|&b| s.get(b).copied()))
+                .filter(|t| *t > 0.0 && t.is_finite())
+                .collect()
+        };
+        let times = pick(steps);
         if times.is_empty() {
             continue;
         }
         let p50 = crate::stats::median(&times);
+        // 0 when the fastest ranks' times were not recorded.
+        let own_p50 = crate::stats::median(&pick(own));
         let alg = bytes as f64 / p50 / 1e9;
         out.push(BucketComm {
             bytes,
             buckets: idx.len(),
             samples: times.len(),
             time_p50_s: p50,
+            own_p50_s: own_p50,
             algbw_gbps: alg,
             busbw_gbps: alg * factor,
         });
@@ -121,19 +138,29 @@ mod tests {
             vec![0.002, 0.002, 0.001],
             vec![0.002, 0.003, 0.002],
         ];
-        let c = bucket_comm(&bytes, &steps, 4);
+        let own = vec![
+            vec![0.001, 0.002, 0.001],
+            vec![0.002, 0.001, 0.0005],
+            vec![0.001, 0.003, 0.0005],
+        ];
+        let c = bucket_comm(&bytes, &steps, &own, 4);
         assert_eq!(c.len(), 2);
         assert_eq!((c[0].bytes, c[0].buckets, c[0].samples), (4_000_000, 2, 6));
         assert_eq!(c[0].time_p50_s, 0.002);
+        // The own cost pools the same calls: 0.001, 0.002, 0.002, 0.001, 0.001, 0.003.
+        assert_eq!(c[0].own_p50_s, 0.0015);
+        assert_eq!(c[1].own_p50_s, 0.0005);
+        // Without the fastest ranks' times: 0, not a guess.
+        assert_eq!(bucket_comm(&bytes, &steps, &[], 4)[0].own_p50_s, 0.0);
         assert!((c[0].algbw_gbps - 2.0).abs() < 1e-12);
         assert!((c[0].busbw_gbps - 3.0).abs() < 1e-12);
         assert_eq!(c[1].time_p50_s, 0.001);
-        assert_eq!(bucket_comm(&bytes, &steps, 1)[0].busbw_gbps, 0.0);
+        assert_eq!(bucket_comm(&bytes, &steps, &own, 1)[0].busbw_gbps, 0.0);
     }
 
     #[test]
     fn efficiency_is_measured_or_interpolated_in_log_size() {
-        let train = bucket_comm(&[4 << 20], &[vec![0.01]], 2);
+        let train = bucket_comm(&[4 << 20], &[vec![0.01]], &[], 2);
         let busbw = train[0].busbw_gbps;
         let exact = efficiency(&train, &[(1 << 20, 1.0), (4 << 20, busbw * 2.0)]).unwrap();
         assert_eq!(exact.sweep_bytes, vec![4 << 20]);

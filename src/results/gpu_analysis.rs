@@ -1298,6 +1298,38 @@ mod tests {
         assert!(d.detail.starts_with("node1: "), "{d:#?}");
     }
 
+    #[test]
+    fn tests_dcgm_skipped_are_named_after_the_verdict() {
+        let judge_diag = |text: &str| {
+            let mut r = healthy();
+            r.dcgm.push(HostDcgm {
+                host: "node1".into(),
+                diag: Some(crate::dcgm::parse(text, "fixture").unwrap()),
+                error: None,
+            });
+            let mut c = criteria();
+            c.dcgm_diag = true;
+            one(&judge(Ok(&r), None, &c, Some(&spec())), "gpu.dcgm").clone()
+        };
+        // Every test passed but the EUD, which DCGM skipped: PASS, and the skip is said
+        // after the count, alone.
+        let d = judge_diag(include_str!(
+            "../../tests/fixtures/dcgm/dcgm-3.1-r3-pass.json"
+        ));
+        assert_eq!(d.status, Status::Pass, "{d:#?}");
+        assert_eq!(d.detail, "skipped: node1: EUD Test", "{d:#?}");
+        // A failure and two skipped plugins: the failure first, then the skipped ones.
+        let d = judge_diag(include_str!(
+            "../../tests/fixtures/dcgm/dcgm-4.5.2-r2-fail.json"
+        ));
+        assert_eq!(d.status, Status::Fail, "{d:#?}");
+        assert!(d.detail.starts_with("node1: software"), "{d:#?}");
+        assert!(
+            d.detail.ends_with("; skipped: node1: memory; node1: pcie"),
+            "{d:#?}"
+        );
+    }
+
     fn sdc_report(
         findings: Vec<crate::results::sdc::SdcFinding>,
     ) -> crate::results::sdc::SdcReport {

@@ -200,6 +200,11 @@ pub struct StepRecord {
     /// all-reduce call, s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bucket_allreduce_s: Vec<f64>,
+    /// Per gradient bucket, the fastest rank's time inside its all-reduce call: the
+    /// last rank to arrive waits for nobody, so this is the call's own cost without the
+    /// ranks' arrival skew, s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bucket_own_s: Vec<f64>,
     /// Tokens of all ranks in this step / step_s.
     pub tokens_per_s: f64,
     /// The checkpoint written after this step, if any.
@@ -228,6 +233,14 @@ impl StepRecord {
                     .fold(0.0, f64::max)
             })
             .collect();
+        let bucket_own_s = (0..buckets)
+            .map(|b| {
+                ranks
+                    .iter()
+                    .filter_map(|r| r.bucket_s.get(b).copied())
+                    .fold(f64::INFINITY, f64::min)
+            })
+            .collect();
         StepRecord {
             schema_version: SCHEMA_VERSION,
             step,
@@ -238,6 +251,7 @@ impl StepRecord {
             allreduce_s: max(|r| r.allreduce_s),
             optimizer_s: max(|r| r.optimizer_s),
             bucket_allreduce_s,
+            bucket_own_s,
             tokens_per_s: if step_s > 0.0 {
                 tokens_per_step as f64 / step_s
             } else {

@@ -254,6 +254,7 @@ mod tests {
         assert_eq!(r.compute_s, 0.06);
         assert_eq!(r.tokens_per_s, 5000.0);
         assert_eq!(r.bucket_allreduce_s, vec![0.015, 0.006]);
+        assert_eq!(r.bucket_own_s, vec![0.004, 0.005]);
     }
 
     #[test]

@@ -808,6 +808,10 @@ impl<'a> Session<'a> {
                     .iter()
                     .map(|r| r.bucket_allreduce_s.clone())
                     .collect::<Vec<_>>(),
+                &records
+                    .iter()
+                    .map(|r| r.bucket_own_s.clone())
+                    .collect::<Vec<_>>(),
                 self.world.size,
             ),
             tokens_per_step,
