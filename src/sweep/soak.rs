@@ -627,4 +627,279 @@ mod tests {
         let mut c = Clock::start(3600.0);
         assert!(c.another());
     }
+
+    #[test]
+    fn bounds_are_inclusive_where_the_flags_say_so() {
+        assert!(validate(1.0, None).is_ok(), "a drift limit of 1 is allowed");
+        assert!(validate(1.01, None).is_err());
+        assert!(validate(f64::NAN, None).is_err());
+        assert!(validate(0.9, Some(0.0)).is_err());
+        assert!(validate(0.9, Some(f64::INFINITY)).is_err());
+        assert!(validate(0.9, Some(f64::NAN)).is_err());
+        // Exactly half the soak: the windows meet, they do not overlap.
+        assert!(validate_window(Some(30.0), 60.0).is_ok());
+        assert!(validate_window(Some(f64::INFINITY), 1e9).is_err());
+        let e = validate_window(Some(-1.0), 60.0).unwrap_err().to_string();
+        assert_eq!(e, "--drift-window: -1 s must be above 0");
+        // About 300 samples, 1 to 60 s apart.
+        assert_eq!(sample_period(0.0), Duration::from_secs(1));
+        assert_eq!(sample_period(300.0), Duration::from_secs(1));
+        assert_eq!(sample_period(3000.0), Duration::from_secs(10));
+        assert_eq!(sample_period(1e6), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_time_window_counts_the_points_on_its_edge_and_at_least_one() {
+        let unix = [0.0, 10.0, 20.0, 30.0, 40.0];
+        assert_eq!(Window::Seconds(10.0).ends(&unix), (2, 2));
+        assert_eq!(Window::Seconds(9.0).ends(&unix), (1, 1));
+        assert_eq!(Window::Seconds(25.0).ends(&unix), (3, 3));
+        // Uneven spacing: each end counts its own points.
+        assert_eq!(Window::Seconds(5.0).ends(&[0.0, 1.0, 2.0, 30.0]), (3, 1));
+        assert_eq!(Window::Passes(2).ends(&unix), (2, 2));
+        assert_eq!(Window::Passes(0).ends(&unix), (1, 1));
+        assert_eq!(Window::Passes(9).ends(&unix), (5, 5));
+    }
+
+    #[test]
+    fn slope_quantile_and_mean_are_the_textbook_ones() {
+        assert_eq!(mean(&[]), 0.0);
+        assert_eq!(mean(&[1.0, 2.0, 6.0]), 3.0);
+        // y = 3 - 2x.
+        assert!((slope(&[0.0, 1.0, 2.0, 3.0], &[3.0, 1.0, -1.0, -3.0]) + 2.0).abs() < 1e-12);
+        assert!((slope(&[1.0, 2.0, 4.0], &[2.0, 4.0, 8.0]) - 2.0).abs() < 1e-12);
+        // One x: no slope.
+        assert_eq!(slope(&[5.0, 5.0], &[1.0, 9.0]), 0.0);
+        // Nearest rank: the ceil(q·n)-th smallest.
+        let v = [4.0, 1.0, 3.0, 2.0];
+        assert_eq!(quantile(&v, 0.5), 2.0);
+        assert_eq!(quantile(&v, 0.51), 3.0);
+        assert_eq!(quantile(&v, 0.99), 4.0);
+        assert_eq!(quantile(&v, 0.0), 1.0);
+        assert_eq!(quantile(&[], 0.5), 0.0);
+        let hundred: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(quantile(&hundred, 0.99), 99.0);
+    }
+
+    #[test]
+    fn a_drop_that_recovers_did_not_begin_the_drift() {
+        let mk = |bw: &[f64]| -> Vec<Point> {
+            bw.iter()
+                .enumerate()
+                .map(|(i, &b)| pt("node0+node1", &["node0", "node1"], i as u32, b))
+                .collect()
+        };
+        // Pass 1 dips and recovers; from pass 3 it stays low.
+        let pts = mk(&[10.0, 4.0, 10.0, 4.0, 4.0, 4.0]);
+        let refs: Vec<&Point> = pts.iter().collect();
+        assert_eq!(began(&refs, 5.0), Some(1030.0));
+        // Pass 1 is below the floor but the mean from it is 5.2; from pass 3 both
+        // hold. A floor at exactly the points' busbw is not below it.
+        assert_eq!(began(&refs, 4.0), None);
+        assert_eq!(began(&refs[..0], 4.0), None);
+        // A single low point at the end is enough.
+        let pts = mk(&[10.0, 10.0, 1.0]);
+        let refs: Vec<&Point> = pts.iter().collect();
+        assert_eq!(began(&refs, 5.0), Some(1020.0));
+    }
+
+    #[test]
+    fn a_series_reads_its_ends_spread_and_tail_from_its_points() {
+        let mut pts: Vec<Point> = [8.0, 12.0, 10.0, 6.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| pt("node0+node1", &["node0", "node1"], i as u32, b))
+            .collect();
+        for (i, p) in pts.iter_mut().enumerate() {
+            p.time.p50_us = [100.0, 100.0, 100.0, 300.0][i];
+        }
+        let refs: Vec<&Point> = pts.iter().collect();
+        let x = series(&refs, Window::Passes(2), 0.9, Some(0.1));
+        assert_eq!((x.first_gbps, x.last_gbps), (10.0, 8.0));
+        assert!((x.drift - 0.8).abs() < 1e-12);
+        assert!(x.drifted);
+        // mean 9, population sd sqrt(5).
+        assert!((x.pass_cv - 5f64.sqrt() / 9.0).abs() < 1e-12, "{x:?}");
+        assert!(x.too_variable);
+        // p99 / p50 of the pass times: 300 / 100.
+        assert!((x.pass_time_p99_over_p50 - 3.0).abs() < 1e-12);
+        assert_eq!(x.unix, vec![1000.0, 1010.0, 1020.0, 1030.0]);
+        // 10 s a pass = 1/360 h: -0.8 GB/s a pass (least squares over 4 points).
+        assert!(
+            (x.slope_gbps_per_hour - (-0.8 * 360.0)).abs() < 1e-6,
+            "{x:?}"
+        );
+        // The drift began where the points after the first window stay below 0.9 × 10.
+        assert_eq!(x.began_unix, Some(1030.0));
+        // Two points are enough to judge.
+        let two = [&pts[0], &pts[3]];
+        let x = series(&two, Window::Passes(1), 0.9, Some(0.1));
+        assert!(x.drifted && x.too_variable, "{x:?}");
+        // Drift exactly at the limit is not a drift.
+        let x = series(&refs, Window::Passes(2), 0.8, None);
+        assert!(!x.drifted && !x.too_variable);
+        assert_eq!(x.began_unix, None);
+        // Zero busbw at the start, zero pass times: neutral ratios, not NaN.
+        for p in &mut pts {
+            p.busbw_gbps = 0.0;
+            p.time.p50_us = 0.0;
+        }
+        let refs: Vec<&Point> = pts.iter().collect();
+        let x = series(&refs, Window::Passes(1), 0.9, Some(0.1));
+        assert_eq!(
+            (x.drift, x.pass_cv, x.pass_time_p99_over_p50),
+            (1.0, 0.0, 1.0)
+        );
+        assert!(!x.drifted && !x.too_variable);
+        // One pass is never judged: not even against limits the flags refuse (a
+        // drift limit above 1, a negative cv), which would fail any series.
+        pts[0].busbw_gbps = 3.0;
+        let one = [&pts[0]];
+        let x = series(&one, Window::Passes(1), 1.5, Some(-1.0));
+        assert!(!x.drifted && !x.too_variable, "{x:?}");
+    }
+
+    #[test]
+    fn only_the_largest_size_of_non_bisect_tiers_is_judged_and_hosts_are_by_node() {
+        let mut pts = Vec::new();
+        for pass in 0..4 {
+            pts.push(pt("node0+node1", &["node0", "node1"], pass, 10.0));
+            // A smaller size that collapses and a bisection point that does: neither
+            // is a series.
+            let mut small = pt(
+                "node0+node1",
+                &["node0", "node1"],
+                pass,
+                10.0 / f64::from(pass + 1),
+            );
+            small.bytes = 1 << 20;
+            pts.push(small);
+            let mut bis = soak_point(
+                TierKind::Bisect,
+                "half",
+                &["node0", "node1"],
+                pass,
+                1.0,
+                1000.0,
+            );
+            bis.busbw_gbps = 10.0 / f64::from(pass + 1);
+            pts.push(bis);
+        }
+        let s = analyze(&pts, 40.0, 41.0, j(0.9, None), &hosts());
+        assert_eq!(s.series.len(), 1, "{:?}", s.series);
+        assert!(s.pass);
+        assert_eq!((s.passes, s.window_passes), (4, 1));
+        assert_eq!((s.duration_s, s.elapsed_s), (40.0, 41.0));
+        assert!(render(&s, 1000.0).starts_with(
+            "#\n# soak: 4 passes in 41 s (asked 40 s); drift = mean busbw of the last 1 pass(es) / the first 1\n"
+        ));
+        assert!(render(&s, 1000.0).ends_with("# soak: PASS\n"));
+        // Two ranks a node: group ranks 2 and 3 are on the second host; past the end,
+        // "?".
+        let mut p = pt("a", &["node0", "node1"], 0, 1.0);
+        p.members = vec![4, 5, 6, 7];
+        assert_eq!(host_of(&p, 1), "node0");
+        assert_eq!(host_of(&p, 2), "node1");
+        assert_eq!(host_of(&p, 9), "?");
+        p.hosts.clear();
+        assert_eq!(host_of(&p, 0), "?");
+        // Wrong elements: in time order, world ranks from the members, zero is none.
+        let mut a = p.clone();
+        a.hosts = vec!["node0".into(), "node1".into()];
+        a.unix = 2000.0;
+        a.wrong = Some(1);
+        a.wrong_ranks = vec![(3, 5)];
+        let mut b = a.clone();
+        b.unix = 1500.0;
+        b.wrong_ranks = vec![(0, 1)];
+        let mut c = a.clone();
+        c.wrong = Some(0);
+        let w = wrong_seen(&[a, b, c]);
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].unix, 1500.0);
+        assert_eq!(w[0].ranks, vec![(4, "node0".to_string(), 1)]);
+        assert_eq!(w[1].ranks, vec![(7, "node1".to_string(), 5)]);
+    }
+
+    #[test]
+    fn drifting_groups_on_every_host_name_no_suspect() {
+        let mut pts = Vec::new();
+        for pass in 0..4 {
+            let bw = if pass >= 2 { 2.0 } else { 10.0 };
+            pts.push(pt("node0+node1", &["node0", "node1"], pass, bw));
+        }
+        let two: Vec<String> = vec!["node0".into(), "node1".into()];
+        let s = analyze(&pts, 40.0, 40.0, j(0.9, None), &two);
+        assert!(!s.pass);
+        assert!(s.suspects.is_empty(), "both hosts are all hosts");
+        let text = render(&s, 1000.0);
+        assert!(
+            text.contains("# soak: drift FAIL: 1 group(s) drifted\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# soak: pairs node0+node1 all_reduce: busbw 10.000 -> 2.000 GB/s (0.20x, limit 0.9), pass cv 0.667, from "),
+            "{text}"
+        );
+        assert!(text.contains(" (20 s into the soak)\n"), "{text}");
+        assert!(text.ends_with("# soak: FAIL\n"), "{text}");
+        // Among four hosts, both are suspects.
+        let s = analyze(&pts, 40.0, 40.0, j(0.9, None), &hosts());
+        assert_eq!(s.suspects, two);
+        // No drift: nobody.
+        assert!(suspects(&[], &hosts()).is_empty());
+    }
+
+    #[test]
+    fn the_gpu_timeline_keeps_its_samples_and_reads_throttling() {
+        let sample = |t_s: f64, temp: u32, mhz: u32, reasons: Option<u64>| Sample {
+            t_s,
+            temp_c: Some(temp),
+            sm_mhz: Some(mhz),
+            reasons,
+            ..Default::default()
+        };
+        let samples = vec![
+            sample(0.0, 40, 1980, Some(0)),
+            // 0x1: GPU idle, not a throttle.
+            sample(1.0, 55, 1980, Some(0x1)),
+            sample(2.0, 70, 1500, Some(0x20)),
+            sample(3.0, 65, 1700, None),
+        ];
+        let g = gpu_timeline((3, "node1", "0000:1b:00.0"), 100.0, &samples, vec![], None);
+        assert_eq!(
+            (g.rank, g.host.as_str(), g.pci_bus_id.as_str()),
+            (3, "node1", "0000:1b:00.0")
+        );
+        assert_eq!(g.unix, vec![100.0, 101.0, 102.0, 103.0]);
+        assert_eq!(g.temp_c_max, Some(70));
+        assert_eq!(g.sm_mhz_min, Some(1500));
+        assert_eq!(
+            g.throttled,
+            vec![Some(false), Some(false), Some(true), None]
+        );
+        // One of the three samples with a known mask.
+        assert!((g.throttled_share - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(g.first_throttled_unix, Some(102.0));
+        let none = gpu_timeline((0, "n", "b"), 0.0, &[sample(0.0, 1, 1, None)], vec![], None);
+        assert_eq!(
+            (none.throttled_share, none.first_throttled_unix),
+            (0.0, None)
+        );
+        // Notes: MPI has no GPU; NCCL names the ranks whose NVML failed, else none.
+        use crate::backend::BackendKind;
+        assert_eq!(
+            gpu_note(BackendKind::Mpi, &[]).as_deref(),
+            Some("mpi backend: no GPU to sample")
+        );
+        assert_eq!(gpu_note(BackendKind::Nccl, std::slice::from_ref(&g)), None);
+        let mut bad = g.clone();
+        bad.error = Some("NVML: not found".into());
+        let mut bad2 = bad.clone();
+        bad2.rank = 5;
+        assert_eq!(
+            gpu_note(BackendKind::Nccl, &[g, bad, bad2]).as_deref(),
+            Some("rank 3: NVML: not found; rank 5: NVML: not found")
+        );
+    }
 }
