@@ -237,6 +237,10 @@ fn bad_gpu_check_arguments_are_refused_with_exit_2() {
             "--burn '0' is not a number of seconds",
         ),
         (&["--only", "smoke,burn"][..], "--only 'burn' is not a step"),
+        (
+            &["--sdc-bytes", "4MB"][..],
+            "--sdc-bytes '4MB' is not a size",
+        ),
         (&["--budget"][..], "--budget needs a value"),
         (&["--frobnicate"][..], "unknown argument '--frobnicate'"),
     ] {

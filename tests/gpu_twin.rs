@@ -631,7 +631,18 @@ fn gpu_check_runs_end_to_end_on_a_two_gpu_twin() {
     let out = dir.path().join("out");
     let mut c = Command::new("bash");
     c.arg(kit.join("gpu-check"))
-        .args(["--out", s(&out), "--budget", "240", "--burn", "2"]);
+        // 1M a kind: the twin's host-built tensor-core product is n³ work per lane's
+        // tile (n = 512 at 4M took 3-10 s a round on this 2-core VM), 1M is n = 256.
+        .args([
+            "--out",
+            s(&out),
+            "--budget",
+            "240",
+            "--burn",
+            "2",
+            "--sdc-bytes",
+            "1M",
+        ]);
     twin().env(&mut c, counts_dir());
     // The project venv's python: it has torch (CPU-only here: libtorch sees no CUDA).
     let venv = root.join(".venv/bin");

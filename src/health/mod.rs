@@ -65,8 +65,9 @@ pub struct GpuArgs {
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
     /// Silent data corruption: after the burn, rounds of a deterministic workload on
-    /// every rank for TIME (the GPU hot), each round's outputs hashed per kind and
-    /// block and voted on across the ranks of one GPU (or CPU) model; 0: off.
+    /// every rank for TIME (the GPU hot; a round starts only while it is expected to
+    /// end within TIME, the first always runs), each round's outputs hashed per kind
+    /// and block and voted on across the ranks of one GPU (or CPU) model; 0: off.
     #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse_seconds)]
     pub sdc: f64,
     /// At most N SDC rounds (whichever of --sdc and this ends first).

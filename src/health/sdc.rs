@@ -582,7 +582,11 @@ pub fn rounds(
         let ctx = (world.rank, round, seed);
         hash_round(plan, ctx, &mut me, &mut gpu, &mut error, &mut mine[1..]);
         let rounds_done = round - plan.first_round + 1;
-        let go_on = t0.elapsed().as_secs_f64() < plan.seconds
+        // Another round only while it is expected to end in time (this round's length
+        // as its estimate; rank 0 decides for all): TIME is when the vote ends, not
+        // when its last round starts — a round of the twin's host-built kernels, or
+        // of a big --sdc-bytes, can take seconds.
+        let go_on = t0.elapsed().as_secs_f64() + r0.elapsed().as_secs_f64() <= plan.seconds
             && !matches!(plan.max_rounds, Some(m) if rounds_done >= m);
         mine[0] = u64::from(go_on);
         let mut all = vec![0u64; width * world.size];
