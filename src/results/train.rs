@@ -238,7 +238,8 @@ impl StepRecord {
                 ranks
                     .iter()
                     .filter_map(|r| r.bucket_s.get(b).copied())
-                    .fold(f64::INFINITY, f64::min)
+                    .reduce(f64::min)
+                    .unwrap_or(0.0)
             })
             .collect();
         StepRecord {
