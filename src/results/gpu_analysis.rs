@@ -1281,9 +1281,8 @@ mod tests {
         assert_eq!(m.detail, "the topology has no gpu.memory_gbps");
     }
 
-    #[test]
-    fn a_failed_dcgm_test_fails_the_criterion_naming_it() {
-        let text = include_str!("../../tests/fixtures/dcgm/dcgm-4.2.3-r1-fail.json");
+    /// The gpu.dcgm criterion of a healthy node1 whose DCGM diagnostic is `text`.
+    fn judge_diag(text: &str) -> Criterion {
         let mut r = healthy();
         r.dcgm.push(HostDcgm {
             host: "node1".into(),
@@ -1292,25 +1291,20 @@ mod tests {
         });
         let mut c = criteria();
         c.dcgm_diag = true;
-        let cs = judge(Ok(&r), None, &c, Some(&spec()));
-        let d = one(&cs, "gpu.dcgm");
+        one(&judge(Ok(&r), None, &c, Some(&spec())), "gpu.dcgm").clone()
+    }
+
+    #[test]
+    fn a_failed_dcgm_test_fails_the_criterion_naming_it() {
+        let d = judge_diag(include_str!(
+            "../../tests/fixtures/dcgm/dcgm-4.2.3-r1-fail.json"
+        ));
         assert_eq!(d.status, Status::Fail, "{d:#?}");
         assert!(d.detail.starts_with("node1: "), "{d:#?}");
     }
 
     #[test]
     fn tests_dcgm_skipped_are_named_after_the_verdict() {
-        let judge_diag = |text: &str| {
-            let mut r = healthy();
-            r.dcgm.push(HostDcgm {
-                host: "node1".into(),
-                diag: Some(crate::dcgm::parse(text, "fixture").unwrap()),
-                error: None,
-            });
-            let mut c = criteria();
-            c.dcgm_diag = true;
-            one(&judge(Ok(&r), None, &c, Some(&spec())), "gpu.dcgm").clone()
-        };
         // Every test passed but the EUD, which DCGM skipped: PASS, and the skip is said
         // after the count, alone.
         let d = judge_diag(include_str!(
