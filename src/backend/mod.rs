@@ -207,14 +207,19 @@ impl Buffer {
     }
 }
 
-/// A zeroed host buffer aligned for any element type. Buffers of 64 KiB and more are
+/// A zeroed host buffer aligned for any element type. Buffers of 16 KiB and more are
 /// their own anonymous mapping, 2 MiB-aligned, whole 2 MiB pages around them, and
 /// advised to use transparent huge pages (where the kernel has them in `madvise`
 /// mode), as numpy and PyTorch's pinned pools do for big arrays: otherwise a message's
 /// copies between processes (Open MPI's CMA single copy pins the peer's pages one by
 /// one) walk 4 KiB pages and the harness, not the fabric, sets the number — measured
 /// in benches/osu-parity, where that cost put broadcast and reduce at 1–2 MiB 20–40%
-/// behind OSU's. A fresh mapping reads as zeros
+/// behind OSU's, all_reduce at 64 KiB 10% and a 2-rank all_gather of 64 KiB (32 KiB
+/// a rank) 7% (benches/results/osu-allreduce-shim.md). A buffer smaller than its huge
+/// pages holds memory it does not use (a 16 KiB buffer, a 2 MiB page); the process
+/// holds at most [`HUGE_SLACK`] bytes that way, and buffers beyond it are advised
+/// only over their own bytes (4 KiB pages), so a replay that keeps hundreds of small
+/// buffers does not hold hundreds of huge pages. A fresh mapping reads as zeros
 /// without being written, so a buffer costs nothing until its first use touches it
 /// (a sweep fills every buffer before timing; zeroing it first was a second pass).
 pub struct HostBuffer {
@@ -227,8 +232,14 @@ pub struct HostBuffer {
 enum HostMemory {
     /// The global allocator (small buffers).
     Heap(std::alloc::Layout),
-    /// `mmap` of `len` bytes at `base` (large buffers; `ptr` is 2 MiB-aligned in it).
-    Mapped { base: *mut libc::c_void, len: usize },
+    /// `mmap` of `len` bytes at `base` (large buffers; `ptr` is 2 MiB-aligned in it);
+    /// `slack`: the bytes of its huge pages beyond the buffer's, counted in
+    /// [`SLACK_HELD`] while it lives.
+    Mapped {
+        base: *mut libc::c_void,
+        len: usize,
+        slack: usize,
+    },
     /// Memory someone else owns (a tensor's storage): never freed here.
     Borrowed,
 }
@@ -240,7 +251,27 @@ unsafe impl Sync for HostBuffer {}
 
 const HUGE_PAGE: usize = 2 << 20;
 /// Buffers from this size on get their own huge-page mapping.
-const MAPPED_FROM: usize = 64 << 10;
+const MAPPED_FROM: usize = 16 << 10;
+/// The most bytes of huge pages beyond their buffers' own that the process's live
+/// buffers may hold.
+const HUGE_SLACK: usize = 256 << 20;
+/// The bytes of huge pages beyond their buffers' own that live buffers hold now.
+static SLACK_HELD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Takes `slack` bytes of the process's [`HUGE_SLACK`] when they are left.
+fn take_slack(slack: usize) -> bool {
+    use std::sync::atomic::Ordering;
+    SLACK_HELD
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+            held.checked_add(slack).filter(|&t| t <= HUGE_SLACK)
+        })
+        .is_ok()
+}
+
+/// The bytes of the whole huge pages that hold `size` bytes from a huge-page boundary.
+fn huge_pages_over(size: usize) -> usize {
+    size.div_ceil(HUGE_PAGE).max(1) * HUGE_PAGE
+}
 
 impl HostBuffer {
     /// A zeroed buffer of `len` bytes; an error naming the size when the memory
@@ -270,17 +301,40 @@ impl HostBuffer {
                 return Err(no_memory());
             }
             let aligned = (base as usize).next_multiple_of(HUGE_PAGE);
-            // Only advice, before the first touch: a kernel without THP ignores it.
-            // SAFETY: [aligned, aligned + size) lies inside the mapping (it has
-            // HUGE_PAGE bytes of slack for the alignment).
+            // Only advice, before the first touch: a kernel without THP ignores it. The
+            // advice covers the whole huge pages the buffer lies in: the kernel backs an
+            // address with a huge page only where the advised range holds its whole
+            // 2 MiB, so advising just `size` bytes leaves a buffer under 2 MiB (and the
+            // tail of a larger one) on 4 KiB pages — as it did for every such buffer
+            // before 2026-12-05. Past the process's slack budget, that is what it gets.
+            let whole = huge_pages_over(size);
+            let slack = if take_slack(whole - size) {
+                whole - size
+            } else {
+                0
+            };
+            let advised = if slack > 0 || whole == size {
+                whole
+            } else {
+                size
+            };
+            // SAFETY: [aligned, aligned + whole) lies inside the mapping (it has
+            // HUGE_PAGE bytes of slack for the alignment), and advised <= whole.
             unsafe {
-                libc::madvise(aligned as *mut libc::c_void, size, libc::MADV_HUGEPAGE);
+                libc::madvise(aligned as *mut libc::c_void, advised, libc::MADV_HUGEPAGE);
             }
-            let ptr = std::ptr::NonNull::new(aligned as *mut u8).ok_or_else(no_memory)?;
+            let Some(ptr) = std::ptr::NonNull::new(aligned as *mut u8) else {
+                SLACK_HELD.fetch_sub(slack, std::sync::atomic::Ordering::SeqCst);
+                return Err(no_memory());
+            };
             return Ok(HostBuffer {
                 ptr,
                 len,
-                memory: HostMemory::Mapped { base, len: map_len },
+                memory: HostMemory::Mapped {
+                    base,
+                    len: map_len,
+                    slack,
+                },
             });
         }
         let layout = std::alloc::Layout::from_size_align(size, 64).map_err(|_| no_memory())?;
@@ -323,10 +377,11 @@ impl Drop for HostBuffer {
         match self.memory {
             // SAFETY: allocated in `new` with this layout, freed once.
             HostMemory::Heap(layout) => unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) },
-            // SAFETY: the mapping made in `new`, unmapped once.
-            HostMemory::Mapped { base, len } => unsafe {
-                libc::munmap(base, len);
-            },
+            HostMemory::Mapped { base, len, slack } => {
+                // SAFETY: the mapping made in `new`, unmapped once.
+                unsafe { libc::munmap(base, len) };
+                SLACK_HELD.fetch_sub(slack, std::sync::atomic::Ordering::SeqCst);
+            }
             HostMemory::Borrowed => {}
         }
     }
@@ -558,15 +613,27 @@ mod tests {
     }
 
     #[test]
-    fn host_buffers_are_zeroed_aligned_and_huge_page_mapped_from_64_kib() {
-        for len in [1, 100, (64 << 10) - 8, 64 << 10, 1 << 20, (5 << 20) + 24] {
+    fn host_buffers_are_zeroed_aligned_and_huge_page_mapped_from_16_kib() {
+        let _one = SLACK_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        for len in [
+            1,
+            100,
+            (16 << 10) - 8,
+            16 << 10,
+            64 << 10,
+            1 << 20,
+            (5 << 20) + 24,
+        ] {
             let mut b = HostBuffer::new(len).unwrap();
             assert_eq!(b.len, len);
             let addr = b.ptr.as_ptr() as usize;
             let mapped = matches!(b.memory, HostMemory::Mapped { .. });
-            assert_eq!(mapped, len >= 64 << 10, "{len}");
+            assert_eq!(mapped, len >= 16 << 10, "{len}");
             assert_eq!(addr % if mapped { HUGE_PAGE } else { 64 }, 0, "{len}");
-            if let HostMemory::Mapped { base, len: map_len } = b.memory {
+            if let HostMemory::Mapped {
+                base, len: map_len, ..
+            } = b.memory
+            {
                 // Every huge page the buffer touches lies inside the mapping.
                 let end = (addr + len).next_multiple_of(HUGE_PAGE);
                 assert!(
@@ -577,7 +644,93 @@ mod tests {
             assert!(b.as_bytes().iter().all(|&x| x == 0), "{len}");
             b.as_bytes_mut()[len - 1] = 7;
             assert_eq!(b.as_bytes()[len - 1], 7);
+            if mapped {
+                // The kernel's record of the advice: one mapping with the huge-page
+                // flag from the buffer's start over whole 2 MiB pages.
+                let (start, end, flags) = smaps_area_of(addr).unwrap();
+                assert_eq!(start, addr, "{len}");
+                assert_eq!(end - start, huge_pages_over(len), "{len}");
+                assert!(
+                    flags.split_whitespace().any(|f| f == "hg"),
+                    "{len}: {flags}"
+                );
+            }
         }
+    }
+
+    /// The area of /proc/self/smaps that holds `addr`: start, end, VmFlags.
+    fn smaps_area_of(addr: usize) -> Option<(usize, usize, String)> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut area = None;
+        for line in smaps.lines() {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                if let Some((a, b)) = area {
+                    if (a..b).contains(&addr) {
+                        return Some((a, b, flags.trim().to_string()));
+                    }
+                }
+                continue;
+            }
+            let range = line
+                .split_whitespace()
+                .next()
+                .and_then(|r| r.split_once('-'));
+            if let Some((a, b)) = range {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    area = Some((a, b));
+                }
+            }
+        }
+        None
+    }
+
+    /// The tests that read or spend the process's huge-page slack, one at a time.
+    static SLACK_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn small_buffers_stop_taking_huge_pages_when_the_slack_is_spent() {
+        let _one = SLACK_TESTS.lock().unwrap_or_else(|p| p.into_inner());
+        use std::sync::atomic::Ordering;
+        let before = SLACK_HELD.load(Ordering::SeqCst);
+        let len = 16 << 10;
+        let each = HUGE_PAGE - len;
+        let fit = (HUGE_SLACK - before) / each;
+        // Untouched mappings: address space, no memory.
+        let held: Vec<HostBuffer> = (0..fit).map(|_| HostBuffer::new(len).unwrap()).collect();
+        for b in &held {
+            assert!(matches!(b.memory, HostMemory::Mapped { slack, .. } if slack == each));
+        }
+        assert_eq!(SLACK_HELD.load(Ordering::SeqCst), before + fit * each);
+        // One more: mapped and aligned, but advised over its own 16 KiB only.
+        let over = HostBuffer::new(len).unwrap();
+        assert!(matches!(over.memory, HostMemory::Mapped { slack: 0, .. }));
+        let addr = over.ptr.as_ptr() as usize;
+        let (start, end, flags) = smaps_area_of(addr).unwrap();
+        assert_eq!((start, end - start), (addr, len));
+        assert!(flags.split_whitespace().any(|f| f == "hg"), "{flags}");
+        // A 2 MiB buffer has no slack: whole pages whatever is held.
+        let exact = HostBuffer::new(HUGE_PAGE).unwrap();
+        let a = exact.ptr.as_ptr() as usize;
+        assert_eq!(
+            smaps_area_of(a).map(|(s, e, _)| (s, e - s)),
+            Some((a, HUGE_PAGE))
+        );
+        drop((over, exact));
+        drop(held);
+        assert_eq!(SLACK_HELD.load(Ordering::SeqCst), before);
+        // Freed slack is there again.
+        let again = HostBuffer::new(len).unwrap();
+        assert!(matches!(again.memory, HostMemory::Mapped { slack, .. } if slack == each));
+    }
+
+    #[test]
+    fn huge_page_advice_covers_whole_pages() {
+        assert_eq!(huge_pages_over(1), HUGE_PAGE);
+        assert_eq!(huge_pages_over(64 << 10), HUGE_PAGE);
+        assert_eq!(huge_pages_over(HUGE_PAGE), HUGE_PAGE);
+        assert_eq!(huge_pages_over(HUGE_PAGE + 1), 2 * HUGE_PAGE);
+        assert_eq!(huge_pages_over((5 << 20) + 24), 3 * HUGE_PAGE);
     }
 
     #[test]
