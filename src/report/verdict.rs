@@ -1975,4 +1975,54 @@ mod tests {
         assert!(cs.iter().all(|c| c.id != "train.resume_parity"), "{cs:?}");
         assert_eq!(get(&cs, "train.completes").threshold, "no problem");
     }
+
+    /// One probe row a node: `gpus` as CUDA showed them, with a discovered fabric
+    /// (NVML's list empty, so the GPUs are CUDA's) on the node's first rank.
+    fn probe_rows(nodes: &[(&str, usize, &[&str])]) -> Vec<ProbeRow> {
+        let mut rows = Vec::new();
+        for (node, (host, ranks, gpus)) in nodes.iter().enumerate() {
+            for local_rank in 0..*ranks {
+                rows.push(ProbeRow {
+                    rank: rows.len(),
+                    host: host.to_string(),
+                    node,
+                    local_rank,
+                    gpu: None,
+                    driver: None,
+                    nccl: None,
+                    libtorch: None,
+                    mpi: "Open MPI v4.1.4".into(),
+                    cuda_gpus: gpus.iter().map(|g| g.to_string()).collect(),
+                    fabric: (local_rank == 0).then(crate::fabric::NodeFabric::default),
+                });
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn the_fabric_criterion_leaves_node_and_rank_counts_to_their_own_criteria() {
+        let t = Topology::parse(
+            "name='hgx'\n[node]\ngpus=2\ngpu_model='H200'\nranks=2\ncount=2\n",
+            "t.toml",
+        )
+        .unwrap();
+        let h200: &[&str] = &["NVIDIA H200", "NVIDIA H200"];
+        // Three nodes where two are expected, one with a rank short: not this
+        // criterion's differences.
+        let counts_only = probe_rows(&[("n0", 2, h200), ("n1", 2, h200), ("n2", 1, h200)]);
+        let c = fabric_criterion(&counts_only, &t);
+        assert_eq!(c.status, Status::Pass, "{c:?}");
+        assert_eq!(c.measured, "3 node(s) match");
+        // The same with a GPU of another model: only that difference is named.
+        let mixed: &[&str] = &["NVIDIA H200", "NVIDIA H100 80GB HBM3"];
+        let wrong_gpu = probe_rows(&[("n0", 2, h200), ("n1", 2, mixed), ("n2", 1, h200)]);
+        let c = fabric_criterion(&wrong_gpu, &t);
+        assert_ne!(c.status, Status::Pass, "{c:?}");
+        assert_eq!(c.measured, "1 difference(s)", "{c:?}");
+        assert_eq!(
+            c.detail,
+            "n1: GPU 1 is NVIDIA H100 80GB HBM3, hgx expects H200"
+        );
+    }
 }

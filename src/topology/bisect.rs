@@ -856,6 +856,179 @@ mod tests {
     }
 
     #[test]
+    fn a_group_is_judged_against_the_best_of_groups_up_to_twice_its_size() {
+        let mut b = Bisection::new(16, 0.8, None);
+        // A 16-node group ran faster than the 4-node ones: a group of 4 is judged
+        // against groups of at most 8 nodes, not it.
+        b.seen = vec![(16, 50.0), (4, 20.0), (8, 10.0)];
+        assert_eq!(b.threshold(4), 0.8 * 20.0);
+        assert_eq!(b.threshold(8), 0.8 * 50.0);
+        // No group of at most 2k seen: the best of any size.
+        assert_eq!(b.threshold(1), 0.8 * 50.0);
+        // The floor when it is higher.
+        let mut f = Bisection::new(16, 0.8, Some(30.0));
+        f.seen = b.seen.clone();
+        assert_eq!(f.threshold(4), 30.0);
+        assert_eq!(f.threshold(8), 40.0);
+    }
+
+    #[test]
+    fn a_ring_is_paced_by_its_slowest_hop_between_neighbours() {
+        let mut m = FabricModel::uniform(4, 50.0);
+        m.hop_latency_s = 0.0;
+        let ring = [0, 1, 2, 3];
+        let at = |gbps: f64| 6.0 * (BYTES / 4.0 / (gbps * 1e9));
+        assert_eq!(m.ring_seconds(&ring, BYTES), at(50.0));
+        // A slow link between neighbours 1 and 2 of the ring paces every step; one
+        // between non-neighbours (0 and 2) is not on the ring.
+        m.slow_links = vec![(1, 2, 10.0)];
+        assert_eq!(m.ring_seconds(&ring, BYTES), at(10.0));
+        m.slow_links = vec![(0, 2, 10.0)];
+        assert_eq!(m.ring_seconds(&ring, BYTES), at(50.0));
+        // The hop that closes the ring, 3 back to 0.
+        m.slow_links = vec![(0, 3, 5.0)];
+        assert_eq!(m.ring_seconds(&ring, BYTES), at(5.0));
+        assert_eq!(m.ring_seconds(&[2], BYTES), 0.0);
+        // Each of the 2(k-1) steps adds a hop's latency.
+        m.slow_links.clear();
+        m.hop_latency_s = 5e-6;
+        let with_latency = 6.0 * (BYTES / 4.0 / (50.0 * 1e9) + 5e-6);
+        assert_eq!(m.ring_seconds(&ring, BYTES), with_latency);
+    }
+
+    /// A 4-node all-pairs search whose first round's second pair runs at `second`
+    /// GB/s and every other pair at 50, at fraction 0.5: its finding and that pair.
+    fn four_nodes_with_one_pair_at(second: f64) -> (Finding, Vec<usize>) {
+        let mut b = Bisection::new(4, 0.5, None);
+        let mut rounds = 0;
+        while let Some(groups) = b.next_round() {
+            rounds += 1;
+            assert!(rounds <= 3, "{:?}", b.finding);
+            let mut rates = vec![50.0; groups.len()];
+            if rounds == 1 {
+                rates[1] = second;
+            }
+            b.record(&rates);
+        }
+        let pair = b.finding.path[1].nodes.clone();
+        (b.finding, pair)
+    }
+
+    #[test]
+    fn a_pair_exactly_at_the_threshold_when_its_job_ends_is_not_a_slow_link() {
+        // 0.5 × the best (50) is 25: a pair at 25 is not slow, at 24 it is.
+        let (f, _) = four_nodes_with_one_pair_at(25.0);
+        assert!(f.slow_links.is_empty() && f.slow_nodes.is_empty(), "{f:?}");
+        let (f, pair) = four_nodes_with_one_pair_at(24.0);
+        assert_eq!(f.slow_links, vec![(pair[0], pair[1])], "{f:?}");
+        assert!(f.slow_nodes.is_empty(), "{f:?}");
+    }
+
+    #[test]
+    fn a_leaf_names_the_node_slow_with_a_healthy_partner_and_else_the_link() {
+        // The last step of a link search: nodes 0 and 1, each tried with a healthy
+        // partner (2 and 3).
+        let leaf = |rates: [f64; 2]| {
+            let mut b = Bisection::new(8, 0.5, None);
+            // Pairs seen before at 50 GB/s.
+            b.seen = vec![(2, 50.0)];
+            b.jobs = vec![Job {
+                kind: Kind::Leaf { a: 0, b: 1 },
+                probes: vec![
+                    Probe::new(vec![0, 2], Role::Partner(0)),
+                    Probe::new(vec![1, 3], Role::Partner(1)),
+                ],
+                done: false,
+            }];
+            b.record(&rates);
+            assert!(b.next_round().is_none(), "{:?}", b.finding);
+            b.finding
+        };
+        let f = leaf([10.0, 50.0]);
+        assert_eq!(
+            (f.slow_nodes.as_slice(), f.slow_links.as_slice()),
+            (&[0][..], &[][..])
+        );
+        let f = leaf([50.0, 10.0]);
+        assert_eq!(
+            (f.slow_nodes.as_slice(), f.slow_links.as_slice()),
+            (&[1][..], &[][..])
+        );
+        let f = leaf([10.0, 10.0]);
+        assert_eq!(f.slow_nodes, vec![0, 1], "{f:?}");
+        assert!(f.slow_links.is_empty(), "{f:?}");
+        // Both fast with other partners: the link between them.
+        let f = leaf([50.0, 50.0]);
+        assert_eq!(
+            (f.slow_nodes.as_slice(), f.slow_links.as_slice()),
+            (&[][..], &[(0, 1)][..])
+        );
+    }
+
+    #[test]
+    fn an_alltoall_adds_a_hop_latency_per_peer_and_waits_for_its_slowest_step() {
+        let mut m = FabricModel::uniform(4, 50.0);
+        let g = [0, 1, 2, 3];
+        let block = 1e6;
+        let one = block / (50.0 * 1e9);
+        // Three peers: three blocks out of each node at once, or three steps of one.
+        let lat = 3.0 * 5e-6;
+        assert_eq!(
+            m.alltoall_seconds(&g, block, AllToAll::Concurrent),
+            3.0 * one + lat
+        );
+        assert_eq!(
+            m.alltoall_seconds(&g, block, AllToAll::Pairwise),
+            one + one + one + lat
+        );
+        // A link at a tenth of the rate: one step (or one message) takes ten blocks.
+        m.slow_links = vec![(1, 2, 5.0)];
+        let ten = block / (5.0 * 1e9);
+        assert_eq!(
+            m.alltoall_seconds(&g, block, AllToAll::Concurrent),
+            ten + lat
+        );
+        assert_eq!(
+            m.alltoall_seconds(&g, block, AllToAll::Pairwise),
+            ten + one + ten + lat
+        );
+        assert_eq!(m.alltoall_seconds(&[3], block, AllToAll::Pairwise), 0.0);
+    }
+
+    #[test]
+    fn a_cut_with_an_empty_side_is_nothing_and_no_side_pair_has_an_empty_side() {
+        let mut b = Bisection::new(8, 0.5, None);
+        let before = b.jobs.len();
+        b.cut(vec![], vec![5]);
+        b.cut(vec![1, 2], vec![]);
+        assert_eq!(b.jobs.len(), before, "{:?}", &b.jobs[before..]);
+        // Node 0 against nodes 1-3, no healthy node known to test 0 alone with: the
+        // side pairs at once — none with an empty side.
+        b.cut(vec![0], vec![1, 2, 3]);
+        assert_eq!(b.jobs.len(), before + 1);
+        let Kind::Cut { group, sides } = &b.jobs[before].kind else {
+            panic!("{:?}", b.jobs[before]);
+        };
+        assert_eq!(group.as_slice(), &[0, 1, 2, 3][..]);
+        let [h1, h2] = halves(&[1, 2, 3]);
+        assert_eq!(sides, &vec![(vec![0], h1), (vec![0], h2)]);
+    }
+
+    #[test]
+    fn a_round_recorded_unasked_is_the_next_and_a_rate_at_the_threshold_is_not_slow() {
+        let mut b = Bisection::new(4, 0.5, None);
+        // record() without next_round(): the rates are the next round's groups.
+        b.record(&[50.0, 25.0]);
+        assert_eq!(b.finding.rounds, 1);
+        assert_eq!(b.finding.path.len(), 2);
+        assert_eq!(b.finding.path[1].threshold_gbps, 25.0);
+        assert_eq!(b.finding.path[1].busbw_gbps, 25.0);
+        assert!(!b.finding.path[1].slow, "{:?}", b.finding.path[1]);
+        b.record(&[50.0, 24.0]);
+        assert!(b.finding.path[3].slow, "{:?}", b.finding.path[3]);
+    }
+
+    #[test]
     fn split_is_contiguous_and_near_equal() {
         let v: Vec<usize> = (0..7).collect();
         assert_eq!(split(&v, 2), vec![vec![0, 1, 2, 3], vec![4, 5, 6]]);
