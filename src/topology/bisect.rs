@@ -1251,4 +1251,71 @@ mod tests {
         assert_eq!(f.slow_links, vec![(20, 50)], "{f:?}");
         assert_eq!(b.cleared[b.pair_index(20, 50)], 0);
     }
+
+    #[test]
+    fn a_pair_keeps_the_smallest_fast_group_it_was_cleared_in() {
+        let mut b = Bisection::new(6, 0.8, None);
+        b.clear(&[0, 1, 2, 3]);
+        b.clear(&[0, 1, 4]);
+        b.clear(&[2, 3, 4, 5]);
+        assert_eq!(b.cleared[b.pair_index(0, 1)], 3, "cleared in 4 then in 3");
+        assert_eq!(b.cleared[b.pair_index(2, 3)], 4, "cleared in 4 twice");
+        assert_eq!(b.cleared[b.pair_index(0, 4)], 3);
+        assert_eq!(b.cleared[b.pair_index(0, 5)], 0, "never together");
+        b.finish();
+        let f = b.finding();
+        // 6 pairs of {0..3}, 2 new of {0,1,4}, 5 new of {2..5}: 13 of 15.
+        assert_eq!(f.pairs_cleared, 13);
+        assert_eq!(f.largest_clearing_group, 4);
+        assert_eq!(f.pairs_open, 2, "(0,5) and (1,5)");
+    }
+
+    #[test]
+    fn finish_gives_a_slow_nodes_links_to_the_node_and_counts_only_unexplained_pairs() {
+        let mut b = Bisection::new(5, 0.8, None);
+        b.finding.slow_nodes = vec![2, 2];
+        b.finding.slow_links = vec![(3, 4), (1, 2), (2, 4), (3, 4)];
+        b.finish();
+        let f = b.finding().clone();
+        assert_eq!(f.slow_nodes, vec![2]);
+        assert_eq!(f.slow_links, vec![(3, 4)], "links of node 2 are node 2's");
+        // 10 pairs: 4 hold node 2, 1 is the slow link, none cleared: 5 open.
+        assert_eq!(f.pairs_open, 5);
+        // A second finish changes nothing.
+        b.finish();
+        assert_eq!(b.finding(), &f);
+        assert_eq!(b.nodes(), 5);
+        assert_eq!(Bisection::new(64, 0.8, None).nodes(), 64);
+    }
+
+    #[test]
+    fn alltoall_algorithms_are_named_as_the_tables_print_them() {
+        assert_eq!(AllToAll::Concurrent.name(), "concurrent");
+        assert_eq!(AllToAll::Pairwise.name(), "pairwise");
+    }
+
+    #[test]
+    fn modelled_seconds_are_each_rounds_slowest_group_times_the_iterations() {
+        // Two healthy nodes: one round (the pair) is fast and ends the search, so the
+        // search costs that one alltoall, `iters` times.
+        let m = FabricModel::uniform(2, 25.0);
+        let all = [0usize, 1];
+        for algo in ALGOS {
+            let one = m.alltoall_seconds(&all, BYTES / 2.0, algo);
+            assert!(one > 0.0);
+            let (f, t) = run_on_model(&m, 0.8, BYTES / 2.0, 20, algo);
+            assert_eq!(f.rounds, 1, "{algo:?}");
+            assert!(
+                (t - 20.0 * one).abs() <= 1e-9 * t,
+                "{algo:?}: {t} vs 20 × {one}"
+            );
+        }
+        // The pairs tier: every round of pairs is as slow as one pair's all_reduce.
+        let m = FabricModel::uniform(2, 25.0);
+        let (rounds, t) = pairs_tier_on_model(&m, BYTES, 20);
+        let one = m.ring_seconds(&[0, 1], BYTES);
+        assert_eq!(rounds, 1);
+        assert!(one > 0.0);
+        assert!((t - 20.0 * one).abs() <= 1e-9 * t, "{t} vs 20 × {one}");
+    }
 }
