@@ -268,9 +268,10 @@ fn take_slack(slack: usize) -> bool {
         .is_ok()
 }
 
-/// The bytes of the whole huge pages that hold `size` bytes from a huge-page boundary.
-fn huge_pages_over(size: usize) -> usize {
-    size.div_ceil(HUGE_PAGE).max(1) * HUGE_PAGE
+/// The bytes of the whole huge pages that hold `size` bytes from a huge-page boundary
+/// (at least one page; None past the address space).
+fn huge_pages_over(size: usize) -> Option<usize> {
+    size.max(1).checked_next_multiple_of(HUGE_PAGE)
 }
 
 impl HostBuffer {
@@ -280,11 +281,10 @@ impl HostBuffer {
         let size = len.max(1).next_multiple_of(8);
         let no_memory = || anyhow::anyhow!("cannot allocate a host buffer of {len} bytes");
         if len >= MAPPED_FROM {
-            // Whole huge pages cover [aligned, aligned + size): one for the alignment.
-            let map_len = size
-                .checked_next_multiple_of(HUGE_PAGE)
-                .and_then(|l| l.checked_add(HUGE_PAGE))
-                .ok_or_else(no_memory)?;
+            // Whole huge pages cover [aligned, aligned + whole): one more for the
+            // alignment.
+            let whole = huge_pages_over(size).ok_or_else(no_memory)?;
+            let map_len = whole.checked_add(HUGE_PAGE).ok_or_else(no_memory)?;
             // SAFETY: an anonymous private mapping of a non-zero length at an address of
             // the kernel's choosing; the result is checked before use.
             let base = unsafe {
@@ -307,7 +307,6 @@ impl HostBuffer {
             // 2 MiB, so advising just `size` bytes leaves a buffer under 2 MiB (and the
             // tail of a larger one) on 4 KiB pages — as it did for every such buffer
             // before 2026-12-05. Past the process's slack budget, that is what it gets.
-            let whole = huge_pages_over(size);
             let slack = if take_slack(whole - size) {
                 whole - size
             } else {
@@ -649,7 +648,7 @@ mod tests {
                 // flag from the buffer's start over whole 2 MiB pages.
                 let (start, end, flags) = smaps_area_of(addr).unwrap();
                 assert_eq!(start, addr, "{len}");
-                assert_eq!(end - start, huge_pages_over(len), "{len}");
+                assert_eq!(Some(end - start), huge_pages_over(len), "{len}");
                 assert!(
                     flags.split_whitespace().any(|f| f == "hg"),
                     "{len}: {flags}"
@@ -726,11 +725,13 @@ mod tests {
 
     #[test]
     fn huge_page_advice_covers_whole_pages() {
-        assert_eq!(huge_pages_over(1), HUGE_PAGE);
-        assert_eq!(huge_pages_over(64 << 10), HUGE_PAGE);
-        assert_eq!(huge_pages_over(HUGE_PAGE), HUGE_PAGE);
-        assert_eq!(huge_pages_over(HUGE_PAGE + 1), 2 * HUGE_PAGE);
-        assert_eq!(huge_pages_over((5 << 20) + 24), 3 * HUGE_PAGE);
+        assert_eq!(huge_pages_over(1), Some(HUGE_PAGE));
+        assert_eq!(huge_pages_over(64 << 10), Some(HUGE_PAGE));
+        assert_eq!(huge_pages_over(HUGE_PAGE), Some(HUGE_PAGE));
+        assert_eq!(huge_pages_over(HUGE_PAGE + 1), Some(2 * HUGE_PAGE));
+        assert_eq!(huge_pages_over((5 << 20) + 24), Some(3 * HUGE_PAGE));
+        assert_eq!(huge_pages_over(usize::MAX - 8), None);
+        assert!(HostBuffer::new(usize::MAX - 8).is_err());
     }
 
     #[test]
