@@ -149,9 +149,14 @@ impl Clock {
 
     /// A pass just ended: whether another one fits.
     pub fn another(&mut self) -> bool {
-        let last = self.pass_start.elapsed();
-        self.pass_start = Instant::now();
-        self.start.elapsed() + last <= self.duration
+        self.another_at(Instant::now())
+    }
+
+    /// [`Clock::another`] with the pass ending at `now`.
+    fn another_at(&mut self, now: Instant) -> bool {
+        let last = now.saturating_duration_since(self.pass_start);
+        self.pass_start = now;
+        now.saturating_duration_since(self.start) + last <= self.duration
     }
 
     pub fn elapsed_s(&self) -> f64 {
@@ -629,6 +634,56 @@ mod tests {
     }
 
     #[test]
+    fn another_pass_starts_only_if_the_last_ones_length_still_fits() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut c = Clock {
+            start: t0,
+            duration: ms(100),
+            pass_start: t0,
+        };
+        // 30 ms in, a 30 ms pass: 60 ≤ 100.
+        assert!(c.another_at(t0 + ms(30)));
+        // 50 ms in, a 20 ms pass: 70 ≤ 100.
+        assert!(c.another_at(t0 + ms(50)));
+        // 80 ms in, a 30 ms pass: 110 > 100.
+        assert!(!c.another_at(t0 + ms(80)));
+        // Exactly at the end fits.
+        let mut c = Clock {
+            start: t0,
+            duration: ms(100),
+            pass_start: t0,
+        };
+        assert!(c.another_at(t0 + ms(50)));
+        // The clock reads its start: a soak started two seconds ago has run two.
+        if let Some(earlier) = t0.checked_sub(Duration::from_secs(2)) {
+            let c = Clock {
+                start: earlier,
+                duration: ms(100),
+                pass_start: earlier,
+            };
+            let e = c.elapsed_s();
+            assert!((2.0..60.0).contains(&e), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_pass_cv_exactly_at_the_limit_is_not_too_variable() {
+        // busbw 5 and 15: mean 10, population sd 5, cv exactly 0.5.
+        let pts: Vec<Point> = [5.0, 15.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| pt("node0+node1", &["node0", "node1"], i as u32, b))
+            .collect();
+        let refs: Vec<&Point> = pts.iter().collect();
+        let x = series(&refs, Window::Passes(1), 0.5, Some(0.5));
+        assert_eq!(x.pass_cv, 0.5);
+        assert!(!x.too_variable, "{x:?}");
+        let x = series(&refs, Window::Passes(1), 0.5, Some(0.499));
+        assert!(x.too_variable, "{x:?}");
+    }
+
+    #[test]
     fn bounds_are_inclusive_where_the_flags_say_so() {
         assert!(validate(1.0, None).is_ok(), "a drift limit of 1 is allowed");
         assert!(validate(1.01, None).is_err());
@@ -659,6 +714,10 @@ mod tests {
         assert_eq!(Window::Passes(2).ends(&unix), (2, 2));
         assert_eq!(Window::Passes(0).ends(&unix), (1, 1));
         assert_eq!(Window::Passes(9).ends(&unix), (5, 5));
+        // Times are unix seconds: each end is measured from its own point.
+        let late = [1.7e9, 1.7e9 + 10.0, 1.7e9 + 20.0, 1.7e9 + 35.0];
+        assert_eq!(Window::Seconds(10.0).ends(&late), (2, 1));
+        assert_eq!(Window::Seconds(15.0).ends(&late), (2, 2));
     }
 
     #[test]
@@ -701,6 +760,15 @@ mod tests {
         let pts = mk(&[10.0, 10.0, 1.0]);
         let refs: Vec<&Point> = pts.iter().collect();
         assert_eq!(began(&refs, 5.0), Some(1020.0));
+        // Both tests are strict: a point exactly at the floor does not begin the drift
+        // even when the mean after it is below, and a mean exactly at the floor does not
+        // either.
+        let pts = mk(&[10.0, 4.0, 3.0]);
+        let refs: Vec<&Point> = pts.iter().collect();
+        assert_eq!(began(&refs, 4.0), Some(1020.0));
+        let pts = mk(&[10.0, 3.0, 5.0]);
+        let refs: Vec<&Point> = pts.iter().collect();
+        assert_eq!(began(&refs, 4.0), None);
     }
 
     #[test]
