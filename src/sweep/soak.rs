@@ -586,6 +586,7 @@ mod tests {
             text.contains("# soak: drift judged on 0 of 1 series (1 ran only one pass: not judged"),
             "{text}"
         );
+        assert!(!text.contains("drift FAIL"), "nothing drifted: {text}");
     }
 
     #[test]
