@@ -194,6 +194,22 @@ mod tests {
     }
 
     #[test]
+    fn inexact_results_get_the_types_precision_relative_to_their_size() {
+        // An f16 average of 200: 1e-3 of it either way.
+        assert_eq!(tolerance(Dtype::F16, RedOp::Avg, 200.0), (200.0, 0.2));
+        assert!(matches(Dtype::F16, RedOp::Avg, 200.15, 200.0));
+        assert!(!matches(Dtype::F16, RedOp::Avg, 200.3, 200.0));
+        // Below 1 the precision is absolute: 1e-3 of 1.
+        assert_eq!(tolerance(Dtype::F16, RedOp::Avg, 0.5), (0.5, 1e-3));
+        assert!(!matches(Dtype::F16, RedOp::Avg, 0.502, 0.5));
+        // A bf16 sum past 256 is not exact: 8e-3 of it.
+        assert_eq!(tolerance(Dtype::Bf16, RedOp::Sum, 1000.0), (1000.0, 8.0));
+        // Exact sums get no tolerance at all.
+        assert_eq!(tolerance(Dtype::F16, RedOp::Sum, 1000.0), (1000.0, 0.0));
+        assert!(!matches(Dtype::F16, RedOp::Sum, 1000.5, 1000.0));
+    }
+
+    #[test]
     fn every_type_round_trips_the_data() {
         for dtype in Dtype::ALL {
             for v in 0..=255 {

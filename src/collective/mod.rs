@@ -166,6 +166,19 @@ mod tests {
     }
 
     #[test]
+    fn only_the_collectives_that_cut_the_message_per_rank_split_it() {
+        // nccl-tests: all_gather, reduce_scatter and alltoall move count/n elements a
+        // rank; the others take any count.
+        for k in CollKind::ALL {
+            let splits = matches!(
+                k,
+                CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll
+            );
+            assert_eq!(get(k).splits(), splits, "{k}");
+        }
+    }
+
+    #[test]
     fn bandwidth_formula_is_nccl_tests() {
         // nccl-tests: algbw = count*typesize/1e9/sec; busbw = algbw * factor.
         let (alg, bus) = bandwidths(CollKind::AllReduce, 1 << 30, 0.01, 8);
