@@ -179,6 +179,17 @@ mod tests {
     }
 
     #[test]
+    fn only_alltoall_and_sendrecv_send_in_place_from_a_copy() {
+        // In place, their receives overwrite blocks the same call still sends; every
+        // other collective has an in-place form that NCCL and MPI (MPI_IN_PLACE) run
+        // directly, where a copy would only cost memory and time.
+        for k in CollKind::ALL {
+            let copy = matches!(k, CollKind::AllToAll | CollKind::SendRecv);
+            assert_eq!(get(k).in_place_from_copy(), copy, "{k}");
+        }
+    }
+
+    #[test]
     fn bandwidth_formula_is_nccl_tests() {
         // nccl-tests: algbw = count*typesize/1e9/sec; busbw = algbw * factor.
         let (alg, bus) = bandwidths(CollKind::AllReduce, 1 << 30, 0.01, 8);
