@@ -210,21 +210,6 @@ pub struct Mismatch {
 /// How many wrong positions a check reports besides the first.
 pub const SAMPLE: usize = 8;
 
-impl Mismatch {
-    /// Fold another run's result into this one.
-    pub fn add(&mut self, other: Mismatch) {
-        self.wrong += other.wrong;
-        self.first = match (self.first, other.first) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        self.sample.extend(other.sample);
-        self.sample.sort_unstable();
-        self.sample.dedup();
-        self.sample.truncate(SAMPLE);
-    }
-}
-
 /// Elements per replicated block on the host: large enough that copies run at memory
 /// speed, small enough to build cheaply for short runs.
 const BLOCK_ELEMS: usize = 16 * 1024;
@@ -385,6 +370,38 @@ mod tests {
             .collect();
         let (tables, uses) = Pattern::new(p, runs).tables();
         assert_eq!((tables.len(), uses.len()), (1, 16));
+    }
+
+    #[test]
+    fn a_host_block_is_whole_periods_up_to_its_cap_from_the_runs_phase() {
+        let p = params(4, Dtype::F32, RedOp::Sum);
+        let pat = Pattern::one(p, 0, 10, Source::Plain { rank: 0 });
+        let (tables, _) = pat.tables();
+        let t = &tables[0];
+        assert_eq!(t.period, 101);
+        let value = |k: usize| data::decode(Dtype::F32, &t.encoded[4 * k..4 * k + 4]);
+        // elements asked → whole periods: at least one, at most BLOCK_ELEMS rounded up.
+        for (elems, periods) in [
+            (1, 1),
+            (101, 1),
+            (102, 2),
+            (5_000, 50),
+            (BLOCK_ELEMS, 163),
+            (1 << 20, 163),
+        ] {
+            for phase in [0, 1, 57, 100] {
+                let b = block(t, phase, 4, elems);
+                assert_eq!(
+                    b.len(),
+                    periods * 101 * 4,
+                    "{elems} elements, phase {phase}"
+                );
+                for (j, e) in b.chunks_exact(4).enumerate().step_by(37) {
+                    let have = data::decode(Dtype::F32, e);
+                    assert_eq!(have, value((phase + j) % 101), "{elems} {phase} {j}");
+                }
+            }
+        }
     }
 
     #[test]
