@@ -210,6 +210,38 @@ mod tests {
     }
 
     #[test]
+    fn a_u8_sum_wraps_at_256_and_other_types_hold_it() {
+        // Σ_{r<n} (r+i) % 3 written out, independent of the closed form.
+        for n in [1usize, 2, 5, 130, 171, 172, 300] {
+            for i in [0usize, 1, 2, 7] {
+                let sum: usize = (0..n).map(|r| (r + i) % 3).sum();
+                assert_eq!(
+                    reduce_expected(RedOp::Sum, Dtype::U8, n, i),
+                    (sum % 256) as f64,
+                    "n={n} i={i}"
+                );
+                for dtype in [Dtype::I32, Dtype::F32, Dtype::F64] {
+                    assert_eq!(
+                        reduce_expected(RedOp::Sum, dtype, n, i),
+                        sum as f64,
+                        "{dtype}"
+                    );
+                }
+                // avg of u8 divides the wrapped sum, truncating.
+                assert_eq!(
+                    reduce_expected(RedOp::Avg, Dtype::U8, n, i),
+                    ((sum % 256) / n) as f64,
+                    "avg n={n} i={i}"
+                );
+            }
+        }
+        assert_eq!(
+            reduce_values(RedOp::Sum, Dtype::U8, &[200.0, 100.0], 2),
+            44.0
+        );
+    }
+
+    #[test]
     fn every_type_round_trips_the_data() {
         for dtype in Dtype::ALL {
             for v in 0..=255 {

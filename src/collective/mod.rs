@@ -402,6 +402,12 @@ mod tests {
                                         "{kind} checks element {i} the call does not write"
                                     );
                                 }
+                                if want.is_some() {
+                                    assert!(
+                                        exp.is_some(),
+                                        "{kind} n={n} in_place={in_place} rank {r} does not check element {i} the call writes"
+                                    );
+                                }
                             }
                         }
                     }

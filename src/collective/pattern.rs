@@ -471,5 +471,9 @@ mod tests {
         let pat = Pattern::one(p, 5, 10, Source::Poison);
         let e = fill_host(&pat, &mut [0u8; 8 * 14]).unwrap_err();
         assert!(e.to_string().contains("element 15 of a 14-element"), "{e}");
+        // The check refuses it the same way, and counts elements, not bytes.
+        let e = check_host(&pat, &[0u8; 8 * 14]).unwrap_err();
+        assert!(e.to_string().contains("element 15 of a 14-element"), "{e}");
+        assert!(check_host(&pat, &[0u8; 8 * 15]).is_ok());
     }
 }
