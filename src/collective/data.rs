@@ -227,11 +227,20 @@ mod tests {
                         "{dtype}"
                     );
                 }
-                // avg of u8 divides the wrapped sum, truncating.
+                // avg of integers divides the (wrapped) sum, truncating; of floats,
+                // exactly.
                 assert_eq!(
                     reduce_expected(RedOp::Avg, Dtype::U8, n, i),
                     ((sum % 256) / n) as f64,
                     "avg n={n} i={i}"
+                );
+                assert_eq!(
+                    reduce_expected(RedOp::Avg, Dtype::I32, n, i),
+                    (sum / n) as f64
+                );
+                assert_eq!(
+                    reduce_expected(RedOp::Avg, Dtype::F64, n, i),
+                    sum as f64 / n as f64
                 );
             }
         }

@@ -466,6 +466,41 @@ mod tests {
     }
 
     #[test]
+    fn an_average_one_ulp_off_passes_and_a_tenth_off_is_wrong_in_every_element() {
+        // At 5 and 7 ranks the averages (3q + rem)/n are not representable in f16 or
+        // bf16: the check meets rounded values and compares each with its own
+        // tolerance. (In f16 that is 1e-3, a few ulps near 1; in bf16 8e-3, about
+        // one ulp, so bf16 is only pushed a tenth off.)
+        for dtype in [Dtype::F16, Dtype::Bf16] {
+            for n in [5usize, 7] {
+                let p = params(n, dtype, RedOp::Avg);
+                let pat = Pattern::one(p, 0, 40, Source::ReduceExpected);
+                let mut buf = vec![0u8; 80];
+                fill_host(&pat, &mut buf).unwrap();
+                let mut off = 0;
+                for i in 0..40 {
+                    let bits = u16::from_le_bytes([buf[2 * i], buf[2 * i + 1]]);
+                    let v = data::decode(dtype, &buf[2 * i..2 * i + 2]);
+                    if v != v.round() {
+                        off += 1;
+                        if dtype == Dtype::F16 {
+                            buf[2 * i..2 * i + 2].copy_from_slice(&(bits + 1).to_le_bytes());
+                        }
+                    }
+                }
+                assert!(off >= 20, "{dtype} n={n}: {off} inexact");
+                assert_eq!(check_host(&pat, &buf).unwrap().wrong, 0, "{dtype} n={n}");
+                for i in 0..40 {
+                    let v = data::decode(dtype, &buf[2 * i..2 * i + 2]);
+                    data::encode(dtype, v + 0.1, &mut buf[2 * i..2 * i + 2]);
+                }
+                let m = check_host(&pat, &buf).unwrap();
+                assert_eq!((m.wrong, m.first), (40, Some(0)), "{dtype} n={n}");
+            }
+        }
+    }
+
+    #[test]
     fn a_pattern_past_the_buffer_is_an_error() {
         let p = params(2, Dtype::F64, RedOp::Sum);
         let pat = Pattern::one(p, 5, 10, Source::Poison);
