@@ -204,6 +204,15 @@ mod tests {
         assert!(!matches(Dtype::F16, RedOp::Avg, 0.502, 0.5));
         // A bf16 sum past 256 is not exact: 8e-3 of it.
         assert_eq!(tolerance(Dtype::Bf16, RedOp::Sum, 1000.0), (1000.0, 8.0));
+        // Up to 2048 (f16) and 256 (bf16) every integer is exact: no tolerance; past
+        // them, the type's precision.
+        assert_eq!(tolerance(Dtype::F16, RedOp::Sum, 2048.0), (2048.0, 0.0));
+        assert_eq!(tolerance(Dtype::F16, RedOp::Sum, 3000.0), (3000.0, 3.0));
+        assert_eq!(tolerance(Dtype::Bf16, RedOp::Sum, 256.0), (256.0, 0.0));
+        assert_eq!(tolerance(Dtype::F32, RedOp::Sum, 3000.0), (3000.0, 0.0));
+        assert_eq!(tolerance(Dtype::F32, RedOp::Avg, 0.25), (0.25, 1e-6));
+        assert_eq!(tolerance(Dtype::F64, RedOp::Avg, 0.25), (0.25, 1e-12));
+        assert_eq!(tolerance(Dtype::I32, RedOp::Avg, 7.0), (7.0, 0.0));
         // Exact sums get no tolerance at all.
         assert_eq!(tolerance(Dtype::F16, RedOp::Sum, 1000.0), (1000.0, 0.0));
         assert!(!matches(Dtype::F16, RedOp::Sum, 1000.5, 1000.0));
