@@ -445,6 +445,14 @@ mod tests {
         // Elements outside the runs are not checked.
         let part = Pattern::one(p, 18, 1000, Source::ReduceExpected);
         assert_eq!(check_host(&part, &buf).unwrap().wrong, 0);
+        // Past SAMPLE wrong elements, every one is counted and the first SAMPLE named.
+        for i in (1000..1200).step_by(10) {
+            buf[i * 4] ^= 1;
+        }
+        let m = check_host(&pat, &buf).unwrap();
+        assert_eq!(m.wrong, 24);
+        assert_eq!(m.sample.len(), SAMPLE);
+        assert_eq!(m.sample, vec![17, 1000, 1010, 1020, 1030, 1040, 1050, 1060]);
     }
 
     #[test]
