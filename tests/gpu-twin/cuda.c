@@ -30,6 +30,9 @@
  *   TWIN_FMA_WRONG=gpu: each launch on that GPU (visible ordinal) flips the lowest bit
  *   of one element: a different one every launch, or the same one every launch with
  *   TWIN_FMA_WRONG_AT = first, middle or last (a fault that repeats itself).
+ *   TWIN_CUDA_ECC_COPY=N: this process's Nth cuMemcpyHtoDAsync meets an uncorrectable
+ *   ECC error when it runs (sticky CUDA_ERROR_ECC_UNCORRECTABLE, seen by the next
+ *   stream query or synchronize, as on a GPU).
  * - burnin_twin_enqueue / burnin_twin_host_ptr let the NCCL twin queue collectives on
  *   these streams and reach this memory.
  */
@@ -65,6 +68,7 @@ enum {
   CUDA_ERROR_NO_DEVICE = 100,
   CUDA_ERROR_INVALID_DEVICE = 101,
   CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_ECC_UNCORRECTABLE = 214,
   CUDA_ERROR_INVALID_PTX = 218,
   CUDA_ERROR_PEER_ACCESS_UNSUPPORTED = 217,
   CUDA_ERROR_INVALID_CONTEXT = 201,
@@ -826,11 +830,20 @@ struct copy {
   unsigned char *staged; /* owned copy of a pageable source */
   size_t n;
   int value; /* memset */
+  int ecc;   /* TWIN_CUDA_ECC_COPY: this copy meets an uncorrectable ECC error */
   const char *api;
 };
 
 static void do_copy(void *p) {
   struct copy *c = p;
+  if (c->ecc) {
+    /* as a GPU whose memory fails under the copy: the context's error is sticky */
+    g_sticky = CUDA_ERROR_ECC_UNCORRECTABLE;
+    fprintf(stderr, "burnin-twin: %s: uncorrectable ECC error (TWIN_CUDA_ECC_COPY)\n", c->api);
+    free(c->staged);
+    free(c);
+    return;
+  }
   unsigned char *d = c->dst ? host_ptr(c->dst, c->n, c->api) : c->hdst;
   const unsigned char *s = c->src ? host_ptr(c->src, c->n, c->api) : c->hsrc;
   if (c->value >= 0 && d) memset(d, c->value, c->n);
@@ -873,6 +886,9 @@ API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CU
   }
   c->dst = dst;
   c->n = n;
+  static unsigned long long htod;
+  const char *ecc = getenv("TWIN_CUDA_ECC_COPY");
+  c->ecc = ecc && strtoull(ecc, NULL, 10) == __atomic_add_fetch(&htod, 1, __ATOMIC_SEQ_CST);
   enqueue(s, do_copy, c);
   return CUDA_SUCCESS;
 }
@@ -1318,6 +1334,7 @@ static const char *err_name(CUresult e) {
     case CUDA_ERROR_NOT_FOUND: return "CUDA_ERROR_NOT_FOUND";
     case CUDA_ERROR_NOT_READY: return "CUDA_ERROR_NOT_READY";
     case CUDA_ERROR_ILLEGAL_ADDRESS: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+    case CUDA_ERROR_ECC_UNCORRECTABLE: return "CUDA_ERROR_ECC_UNCORRECTABLE";
     case CUDA_ERROR_UNKNOWN: return "CUDA_ERROR_UNKNOWN";
     default: return NULL;
   }
@@ -1350,6 +1367,7 @@ API CUresult cuGetErrorString(CUresult e, const char **out) {
     case CUDA_ERROR_NOT_FOUND: *out = "named symbol not found (burnin-twin)"; break;
     case CUDA_ERROR_NOT_READY: *out = "device not ready (burnin-twin)"; break;
     case CUDA_ERROR_ILLEGAL_ADDRESS: *out = "an illegal memory access was encountered (burnin-twin)"; break;
+    case CUDA_ERROR_ECC_UNCORRECTABLE: *out = "uncorrectable ECC error encountered (burnin-twin)"; break;
     case CUDA_ERROR_UNKNOWN: *out = "unknown error (burnin-twin)"; break;
     default: *out = NULL; return CUDA_ERROR_INVALID_VALUE;
   }
@@ -1364,6 +1382,17 @@ API int burnin_twin_enqueue(CUstream h, void (*fn)(void *), void *arg) {
   if (!s) return 0;
   enqueue(s, fn, arg);
   return 1;
+}
+
+/* How much work stream h was given so far (NULL: the current context's default
+ * stream); 0 when h is not a live stream. */
+API unsigned long long burnin_twin_stream_queued(CUstream h) {
+  struct twin_stream *s = resolve(h);
+  if (!s) return 0;
+  pthread_mutex_lock(&s->mu);
+  unsigned long long q = s->queued;
+  pthread_mutex_unlock(&s->mu);
+  return q;
 }
 
 /* Host address of device memory [p, p + len) (NULL, reported, when it is not valid);

@@ -43,7 +43,10 @@
 #include "twin.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
 #include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -84,6 +87,7 @@ extern int burnin_twin_enqueue(void *stream, void (*fn)(void *), void *arg);
 extern void *burnin_twin_host_ptr(unsigned long long p, size_t len, const char *who, int in_queued_work);
 extern int burnin_twin_current_device(int *physical);
 extern int burnin_twin_ptr_device(unsigned long long p);
+extern unsigned long long burnin_twin_stream_queued(void *stream);
 
 #define ID_MAGIC "BNTWIN01"
 
@@ -332,11 +336,21 @@ struct twin_comm {
   struct p2p *pend;
   int npend, cap_pend;
   void *pend_stream;
+  /* a non-blocking group that answered ncclInProgress: launched by the next
+   * ncclCommGetAsyncError, if nothing was queued on its stream in between */
+  struct op *deferred;
+  void *deferred_stream;
+  unsigned long long deferred_ticket;
+  unsigned long long submitted; /* calls queued on this communicator */
 };
+
+/* How this process's communicators ended (burnin_twin_comm_ends). */
+static unsigned g_made, g_destroyed, g_aborted;
 
 static __thread int t_group_depth;
 static __thread struct twin_comm *t_group_comms[64];
 static __thread int t_group_ncomms;
+static __thread ncclResult_t t_group_err; /* the first error of the open group's calls */
 static char g_last_err[256];
 
 static void set_error(struct twin_comm *c, int code, const char *msg) {
@@ -441,9 +455,43 @@ API ncclResult_t ncclGetVersion(int *v) {
   return ncclSuccess;
 }
 
+/* NCCL_SOCKET_IFNAME as NCCL reads it: comma-separated name prefixes, "^" first to
+ * exclude them instead, "=" first for exact names. */
+static int ifname_matches(const char *list, const char *name) {
+  int exclude = 0, exact = 0, hit = 0;
+  if (*list == '^') exclude = 1, list++;
+  if (*list == '=') exact = 1, list++;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", list);
+  char *save = NULL;
+  for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+    if (exact ? !strcmp(name, t) : !strncmp(name, t, strlen(t))) hit = 1;
+  return exclude ? !hit : hit;
+}
+
+/* Whether NCCL's bootstrap finds an interface: with NCCL_SOCKET_IFNAME set, one that is
+ * up, has an IPv4 or IPv6 address and matches it. */
+static int bootstrap_interface(void) {
+  const char *list = getenv("NCCL_SOCKET_IFNAME");
+  if (!list || !*list) return 1;
+  struct ifaddrs *all = NULL;
+  if (getifaddrs(&all)) return 1;
+  int n = 0;
+  for (struct ifaddrs *a = all; a; a = a->ifa_next)
+    n += a->ifa_addr && (a->ifa_addr->sa_family == AF_INET || a->ifa_addr->sa_family == AF_INET6) &&
+         (a->ifa_flags & IFF_UP) && ifname_matches(list, a->ifa_name);
+  freeifaddrs(all);
+  return n > 0;
+}
+
 API ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
   COUNT(ncclGetUniqueId);
   if (!id) return ncclInvalidArgument;
+  if (!bootstrap_interface()) {
+    /* NCCL's bootstrapNetInit, as a node whose NCCL_SOCKET_IFNAME names no interface */
+    snprintf(g_last_err, sizeof g_last_err, "Bootstrap : no socket interface found");
+    return ncclInvalidUsage;
+  }
   memset(id, 0, sizeof *id);
   memcpy(id->internal, ID_MAGIC, 8);
   unsigned long long key = 0;
@@ -517,6 +565,7 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueI
   c->state = ncclInProgress;
   info(dev, "NCCL version %s", g_version_text);
   *out = c;
+  __atomic_add_fetch(&g_made, 1, __ATOMIC_SEQ_CST);
   if (blocking) {
     init_thread(c);
     return c->state;
@@ -531,10 +580,30 @@ API ncclResult_t ncclCommInitRankConfig(ncclComm_t *out, int nranks, ncclUniqueI
     if (!(c) || (c)->destroyed) return ncclInvalidArgument;         \
   } while (0)
 
+static ncclResult_t submit(struct op *o, void *stream);
+static void drop_op(struct op *o);
+
 API ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *state) {
   COUNT(ncclCommGetAsyncError);
   COMM_OK(c);
   if (!state) return ncclInvalidArgument;
+  struct op *d = __atomic_exchange_n(&c->deferred, NULL, __ATOMIC_SEQ_CST);
+  if (d) {
+    /* the group launches now; anything queued on its stream since ncclGroupEnd would
+     * run before it on a GPU (a timing event would time nothing) */
+    if (burnin_twin_stream_queued(c->deferred_stream) != c->deferred_ticket) {
+      drop_op(d);
+      set_error(c, ncclInvalidUsage,
+                "burnin-twin: race: work was queued on the stream after ncclGroupEnd answered ncclInProgress "
+                "and before ncclCommGetAsyncError reported ncclSuccess (on a GPU it runs before the group)");
+      fprintf(stderr, "%s\n", c->last_err);
+    } else if (submit(d, c->deferred_stream) != ncclSuccess) {
+      set_error(c, ncclInvalidArgument, "burnin-twin: the group's stream is gone");
+    } else {
+      *state = ncclInProgress;
+      return ncclSuccess;
+    }
+  }
   if (__atomic_exchange_n(&c->in_progress_once, 0, __ATOMIC_SEQ_CST)) {
     *state = ncclInProgress;
     return ncclSuccess;
@@ -546,8 +615,10 @@ API ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *state) {
 API ncclResult_t ncclCommFinalize(ncclComm_t c) {
   COUNT(ncclCommFinalize);
   COMM_OK(c);
-  if (c->aborted) return ncclInvalidUsage;
-  if (!c->blocking) {
+  if (c->aborted || c->deferred) return ncclInvalidUsage;
+  /* non-blocking: ncclInProgress while queued work may still be flushed; a
+   * communicator that never ran a call is done at once (NCCL may answer either) */
+  if (!c->blocking && c->submitted) {
     c->in_progress_once = 1;
     return ncclInProgress;
   }
@@ -560,12 +631,16 @@ API ncclResult_t ncclCommDestroy(ncclComm_t c) {
   /* the memory stays mapped (work queued on a stream may still reach it); its name is
    * gone since every rank joined */
   c->destroyed = 1;
+  __atomic_add_fetch(&g_destroyed, 1, __ATOMIC_SEQ_CST);
   return ncclSuccess;
 }
 
 API ncclResult_t ncclCommAbort(ncclComm_t c) {
   COUNT_NOW(ncclCommAbort);
   if (!c) return ncclInvalidArgument;
+  if (!c->destroyed) __atomic_add_fetch(&g_aborted, 1, __ATOMIC_SEQ_CST);
+  struct op *d = __atomic_exchange_n(&c->deferred, NULL, __ATOMIC_SEQ_CST);
+  if (d) drop_op(d); /* a group never launched */
   c->aborted = 1;
   __atomic_store_n(&c->h->aborted, 1, __ATOMIC_SEQ_CST);
   shm_unlink(c->name); /* when init never completed */
@@ -989,20 +1064,46 @@ done:
   free(o);
 }
 
+static void drop_op(struct op *o) {
+  free(o->p2p);
+  free(o);
+}
+
 static ncclResult_t submit(struct op *o, void *stream) {
   o->call = __atomic_add_fetch(&g_calls, 1, __ATOMIC_SEQ_CST);
+  struct twin_comm *c = o->c;
   if (!burnin_twin_enqueue(stream, run_op, o)) {
     free(o->p2p);
     free(o);
     return ncclInvalidArgument;
   }
+  __atomic_add_fetch(&c->submitted, 1, __ATOMIC_SEQ_CST);
   return ncclSuccess;
+}
+
+/* NCCL's rule for non-blocking communicators: after ncclInProgress, poll
+ * ncclCommGetAsyncError until ncclSuccess before the next call. */
+static ncclResult_t still_launching(struct twin_comm *c, const char *api) {
+  snprintf(c->last_err, sizeof c->last_err,
+           "burnin-twin: %s on a communicator whose group answered ncclInProgress, before "
+           "ncclCommGetAsyncError reported ncclSuccess",
+           api);
+  fprintf(stderr, "%s\n", c->last_err);
+  return ncclInvalidUsage;
+}
+
+/* How this process's communicators ended so far: made, destroyed, aborted (tests). */
+API void burnin_twin_comm_ends(unsigned *made, unsigned *destroyed, unsigned *aborted) {
+  *made = __atomic_load_n(&g_made, __ATOMIC_SEQ_CST);
+  *destroyed = __atomic_load_n(&g_destroyed, __ATOMIC_SEQ_CST);
+  *aborted = __atomic_load_n(&g_aborted, __ATOMIC_SEQ_CST);
 }
 
 static ncclResult_t collective(struct twin_comm *c, int kind, const void *send, void *recv, size_t count, int type,
                                int redop, int root, void *stream) {
   if (!c || c->destroyed || c->aborted) return ncclInvalidArgument;
   if (c->state == ncclInProgress) return ncclInvalidUsage; /* NCCL: wait for init first */
+  if (c->deferred) return still_launching(c, kind_names[kind]);
   if (!type_size(type) || redop < 0 || redop > OP_AVG || root < 0 || root >= c->nranks) return ncclInvalidArgument;
   struct op *o = calloc(1, sizeof *o);
   if (!o) return ncclSystemError;
@@ -1077,9 +1178,26 @@ API ncclResult_t ncclReduce(const void *s, void *r, size_t n, int t, int op, int
   return collective(c, K_REDUCE, s, r, n, t, op, root, st);
 }
 
+static ncclResult_t p2p_check(int send, const void *buf, size_t n, int t, int peer, struct twin_comm *c, void *st);
+
+/* A send or receive; inside a group its error is also the group's (ncclGroupEnd
+ * answers it and launches nothing), as NCCL's group error does. */
 static ncclResult_t p2p(int send, const void *buf, size_t n, int t, int peer, struct twin_comm *c, void *st) {
+  ncclResult_t r = p2p_check(send, buf, n, t, peer, c, st);
+  if (r != ncclSuccess && t_group_depth > 0 && t_group_err == ncclSuccess) t_group_err = r;
+  return r;
+}
+
+static ncclResult_t p2p_check(int send, const void *buf, size_t n, int t, int peer, struct twin_comm *c, void *st) {
   if (!c || c->destroyed || c->aborted) return ncclInvalidArgument;
+  if (c->deferred) return still_launching(c, send ? "ncclSend" : "ncclRecv");
   if (!type_size(t) || peer < 0 || peer >= c->nranks) return ncclInvalidArgument;
+  if (c->npend == 0 && fault_at("TWIN_NCCL_P2P_ERROR", g_calls + 1, 0)) {
+    snprintf(c->last_err, sizeof c->last_err, "burnin-twin: injected failure of the group's first %s (TWIN_NCCL_P2P_ERROR)",
+             send ? "ncclSend" : "ncclRecv");
+    snprintf(g_last_err, sizeof g_last_err, "%s", c->last_err);
+    return ncclSystemError;
+  }
   size_t bytes = n * type_size(t);
   if (bytes && !burnin_twin_host_ptr((unsigned long long)(uintptr_t)buf, bytes, send ? "ncclSend" : "ncclRecv", 0))
     return ncclInvalidArgument;
@@ -1144,12 +1262,20 @@ API ncclResult_t ncclGroupEnd(void) {
   COUNT(ncclGroupEnd);
   if (t_group_depth == 0) return ncclInvalidUsage;
   if (--t_group_depth > 0) return ncclSuccess;
-  ncclResult_t rc = ncclSuccess;
+  ncclResult_t rc = t_group_err;
+  t_group_err = ncclSuccess;
   int nonblocking = 0;
   for (int i = 0; i < t_group_ncomms; i++) {
     struct twin_comm *c = t_group_comms[i];
-    struct op *o = calloc(1, sizeof *o);
-    if (!o) return ncclSystemError;
+    struct op *o = rc == ncclSuccess ? calloc(1, sizeof *o) : NULL;
+    if (!o) {
+      /* a call of the group failed (or no memory): nothing of it is launched */
+      free(c->pend);
+      c->pend = NULL;
+      c->npend = c->cap_pend = 0;
+      if (rc == ncclSuccess) rc = ncclSystemError;
+      continue;
+    }
     o->c = c;
     o->kind = K_P2P;
     o->p2p = c->pend;
@@ -1157,14 +1283,18 @@ API ncclResult_t ncclGroupEnd(void) {
     void *st = c->pend_stream;
     c->pend = NULL;
     c->npend = c->cap_pend = 0;
+    if (!c->blocking) {
+      /* a non-blocking group is still launching when ncclGroupEnd returns: it
+       * launches on the next ncclCommGetAsyncError */
+      nonblocking = 1;
+      c->deferred_stream = st;
+      c->deferred_ticket = burnin_twin_stream_queued(st);
+      __atomic_store_n(&c->deferred, o, __ATOMIC_SEQ_CST);
+      continue;
+    }
     ncclResult_t r = submit(o, st);
     if (r != ncclSuccess && rc == ncclSuccess) rc = r;
-    if (!c->blocking) {
-      nonblocking = 1;
-      c->in_progress_once = 1;
-    }
   }
   t_group_ncomms = 0;
-  /* a non-blocking communicator's group may still be launching: poll the state */
   return rc == ncclSuccess && nonblocking ? ncclInProgress : rc;
 }

@@ -55,6 +55,10 @@ int main(void) {
   say("send", ncclSend(b, 256, F32, 0, c, NULL), c);
   say("recv-overlapping", ncclRecv(b + 512, 256, F32, 0, c, NULL), c);
   say("recv-apart", ncclRecv(b + 1024, 256, F32, 0, c, NULL), c);
-  say("group-end", ncclGroupEnd(), c);
+  say("group-end", ncclGroupEnd(), c); /* the group's error: nothing of it launched */
+  ncclGroupStart();
+  say("send-again", ncclSend(b, 256, F32, 0, c, NULL), c);
+  say("recv-again", ncclRecv(b + 1024, 256, F32, 0, c, NULL), c);
+  say("clean-group-end", ncclGroupEnd(), c);
   return 0;
 }

@@ -49,6 +49,9 @@ use std::time::{Duration, Instant};
 const BACKSTOP: Duration = Duration::from_secs(30);
 /// Longest a communicator's orderly teardown may take before it is aborted instead.
 const TEARDOWN: Duration = Duration::from_secs(10);
+/// What rank 0 broadcasts after ncclGetUniqueId: the id, or why there is none.
+const SHARED_BYTES: usize = 512;
+const _: () = assert!(SHARED_BYTES >= UNIQUE_ID_BYTES);
 
 /// NCCL's element type for `d`.
 pub fn nccl_dtype(d: Dtype) -> c_int {
@@ -167,8 +170,9 @@ impl NcclBackend {
 
     /// Rank 0 makes the unique id; everyone gets it (or rank 0's error) over MPI.
     fn share_unique_id(&self) -> Result<UniqueId> {
-        // [status, 128 bytes]: status 1 = id follows, 0 = rank 0's error text follows.
-        let mut msg = [0u8; 1 + UNIQUE_ID_BYTES];
+        // [status, 512 bytes]: status 1 = the id follows (128 bytes), 0 = rank 0's
+        // error text follows.
+        let mut msg = [0u8; 1 + SHARED_BYTES];
         if self.rank == 0 {
             // Whatever happens here, rank 0 must still join the broadcast below, or
             // the others wait for it until the watchdog ends the job.
@@ -180,7 +184,7 @@ impl NcclBackend {
                     }
                 }
                 Err(text) => {
-                    let n = text.len().min(UNIQUE_ID_BYTES);
+                    let n = text.len().min(SHARED_BYTES);
                     msg[1..1 + n].copy_from_slice(&text.as_bytes()[..n]);
                 }
             }
@@ -216,10 +220,18 @@ impl NcclBackend {
         // SAFETY: ncclGetUniqueId writes one ncclUniqueId through a valid pointer.
         let rc = unsafe { (self.lib.get_unique_id)(&mut id) };
         if rc == NCCL_SUCCESS {
-            Ok(id)
-        } else {
-            Err(self.lib.explain(rc))
+            return Ok(id);
         }
+        // SAFETY: ncclGetLastError with no communicator reads the library's last error.
+        let mut text = match unsafe { self.lib.last_error(std::ptr::null_mut()) } {
+            Some(d) => format!("{}: {d}", self.lib.explain(rc)),
+            None => self.lib.explain(rc),
+        };
+        // The bootstrap's usual cause on a new node: an interface name that is not there.
+        if let Ok(v) = std::env::var("NCCL_SOCKET_IFNAME") {
+            text.push_str(&format!(" (NCCL_SOCKET_IFNAME={v})"));
+        }
+        Err(text)
     }
 
     /// ncclCommInitRankConfig, non-blocking, waited for within the timeout.
