@@ -57,8 +57,10 @@ fn copies_timing_groups_and_teardown_on_two_twin_ranks() {
 
 #[test]
 fn a_unique_id_that_rank_0_cannot_make_is_every_ranks_error() {
-    // A node whose NCCL_SOCKET_IFNAME names no interface: NCCL's bootstrap fails.
-    two_ranks("ifname", &[("NCCL_SOCKET_IFNAME", "=nosuch9")]);
+    // A node whose NCCL_SOCKET_IFNAME names no interface: NCCL's bootstrap fails. The
+    // long list makes rank 0's reason longer than the 512 bytes it shares.
+    let list = format!("=nosuch9,{}", "x".repeat(600));
+    two_ranks("ifname", &[("NCCL_SOCKET_IFNAME", &list)]);
 }
 
 #[test]
@@ -70,6 +72,12 @@ fn an_ecc_error_under_a_copy_aborts_and_later_work_is_refused() {
 #[test]
 fn a_hung_call_ends_at_its_deadline_without_spinning_a_core() {
     two_ranks("hang", &[("TWIN_NCCL_HANG", "0:1,1:1")]);
+}
+
+#[test]
+fn a_collective_on_libtorchs_memory_waits_for_its_default_stream() {
+    // Copies run 300 ms late: a collective that did not wait would read old memory.
+    two_ranks("borrowed", &[("TWIN_COPY_MS", "300")]);
 }
 
 #[test]
@@ -172,13 +180,20 @@ fn rank_side() {
         }
         "ifname" => {
             let e = err_text(open());
-            // Every rank tells rank 0's whole reason, not only that it failed.
+            // Every rank tells rank 0's reason, not only that it failed, cut at the 512
+            // bytes rank 0 shares.
             for want in [
                 "ncclGetUniqueId failed on group rank 0: ncclInvalidUsage",
-                "Bootstrap : no socket interface found (NCCL_SOCKET_IFNAME==nosuch9)",
+                "Bootstrap : no socket interface found (NCCL_SOCKET_IFNAME==nosuch9,xxxxx",
             ] {
                 assert!(e.contains(want), "rank {rank}: no '{want}' in: {e}");
             }
+            let reason = e.split("group rank 0: ").nth(1).unwrap();
+            let xs = reason.matches('x').count();
+            assert!(
+                reason.len() >= 512 && (300..600).contains(&xs),
+                "rank {rank}: not cut at 512 bytes: {e}"
+            );
             assert_eq!(comm_ends(), (0, 0, 0), "no communicator was made");
         }
         "ecc" => {
@@ -232,6 +247,47 @@ fn rank_side() {
             );
             drop((send, recv, be));
             assert_eq!(comm_ends(), (1, 0, 1), "the hung communicator is aborted");
+        }
+        "borrowed" => {
+            let be = open().unwrap();
+            let n = 1024;
+            let owned = be.alloc(n * 4).unwrap();
+            let Buffer::Device(d) = &owned else {
+                panic!("a host buffer from the nccl backend")
+            };
+            let at = d.ptr();
+            // What libtorch hands over: its tensor's address, 8-byte aligned.
+            for bad in [0, at as usize + 4] {
+                // SAFETY: refused before any use (null or misaligned).
+                let e = err_text(unsafe { be.borrow(bad, 64) });
+                assert!(e.contains("null or not 8-byte aligned"), "{e}");
+            }
+            // SAFETY: `owned` is this backend's GPU memory and outlives `send`.
+            let send = unsafe { be.borrow(at as usize, n * 4) }.unwrap();
+            let mut recv = be.alloc(n * 4).unwrap();
+            // libtorch writes the tensor on the context's default stream.
+            let input = f32_bytes((0..n).map(|i| ((rank + 1) * i) as f32));
+            // SAFETY: `at` holds n * 4 bytes; the staged copy lands on the default stream.
+            unsafe { cudarc::driver::result::memcpy_htod_async(at, &input, std::ptr::null_mut()) }
+                .unwrap();
+            be.run_timed(
+                &all_reduce(n),
+                Bufs::OutOfPlace {
+                    send: &send,
+                    recv: &mut recv,
+                },
+                1,
+                &ctx("all_reduce of a tensor", Duration::from_secs(20)),
+            )
+            .unwrap();
+            let mut out = vec![0u8; n * 4];
+            be.download(&recv, &mut out).unwrap();
+            assert!(
+                out == f32_bytes((0..n).map(|i| (3 * i) as f32)),
+                "rank {rank}: the all_reduce did not wait for the tensor's copy"
+            );
+            drop((send, recv, owned, be));
+            assert_eq!(comm_ends(), (1, 1, 0));
         }
         "p2p-error" => {
             let be = open().unwrap();

@@ -11,9 +11,8 @@
  *   (CUDA_ERROR_ILLEGAL_ADDRESS), as a real device does.
  * - Streams run their work in order on a worker thread each (TWIN_STREAM_THREADS=0:
  *   at once, in the caller), so a missing wait shows as a wrong result or a race.
- *   Events record completion times. (cuStreamWaitEvent, which orders NCCL after
- *   libtorch's CUDA stream in training, is not here: libtorch has no CUDA on the twin,
- *   so burnin never calls it in CI.)
+ *   Events record completion times; cuStreamWaitEvent makes a stream wait for an
+ *   event of another (how burnin orders NCCL after libtorch's default stream).
  * - burnin's PTX kernels run as their host build: kernels.cu compiled here with
  *   BURNIN_KERNEL_HOST, so the loops that ship are the loops CI runs, called once for
  *   every (block, thread) of the launch's grid with the GPU's index arithmetic; a
@@ -30,6 +29,7 @@
  *   TWIN_FMA_WRONG=gpu: each launch on that GPU (visible ordinal) flips the lowest bit
  *   of one element: a different one every launch, or the same one every launch with
  *   TWIN_FMA_WRONG_AT = first, middle or last (a fault that repeats itself).
+ *   TWIN_COPY_MS=N: every copy and memset on a stream runs N ms late (a slow link).
  *   TWIN_CUDA_ECC_COPY=N: this process's Nth cuMemcpyHtoDAsync meets an uncorrectable
  *   ECC error when it runs (sticky CUDA_ERROR_ECC_UNCORRECTABLE, seen by the next
  *   stream query or synchronize, as on a GPU).
@@ -589,6 +589,33 @@ API CUresult cuEventRecord(CUevent e, CUstream h) {
   return CUDA_SUCCESS;
 }
 
+static void ev_wait(void *p) {
+  struct ev_arg *a = p;
+  pthread_mutex_lock(&g_ev_mu);
+  while (a->e->done < a->gen) pthread_cond_wait(&g_ev_cv, &g_ev_mu);
+  pthread_mutex_unlock(&g_ev_mu);
+  free(a);
+}
+
+/* Work queued on h after this call waits for the event's latest record (none: no
+ * wait), as the driver orders one stream after another. Not counted with the entry
+ * points above: burnin calls it only for libtorch's buffers (tests/backend_twin.rs). */
+API CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags) {
+  CHECK_INIT();
+  if (bad_event(e, "cuStreamWaitEvent")) return CUDA_ERROR_INVALID_HANDLE;
+  if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE; /* CU_EVENT_WAIT_DEFAULT, _EXTERNAL */
+  struct twin_stream *s = resolve(h);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  struct ev_arg *a = malloc(sizeof *a);
+  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&g_ev_mu);
+  a->e = e;
+  a->gen = e->recorded;
+  pthread_mutex_unlock(&g_ev_mu);
+  enqueue(s, ev_wait, a);
+  return CUDA_SUCCESS;
+}
+
 API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
   COUNT(cuEventElapsedTime);
   CHECK_INIT();
@@ -836,6 +863,14 @@ struct copy {
 
 static void do_copy(void *p) {
   struct copy *c = p;
+  /* TWIN_COPY_MS: every copy on a stream starts that much later (a slow link), so a
+   * test can tell whether later work waited for it */
+  long late = twin_env_long("TWIN_COPY_MS", 0);
+  if (late > 0) {
+    struct timespec t = {late / 1000, (late % 1000) * 1000000L};
+    while (nanosleep(&t, &t) == -1 && errno == EINTR) {
+    }
+  }
   if (c->ecc) {
     /* as a GPU whose memory fails under the copy: the context's error is sticky */
     g_sticky = CUDA_ERROR_ECC_UNCORRECTABLE;

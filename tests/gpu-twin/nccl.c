@@ -7,14 +7,22 @@
  *   the slots a chunk at a time between barriers, on the CUDA twin's stream (in order
  *   with burnin's kernels and copies).
  * - Non-blocking communicators (config.blocking = 0): init answers ncclInProgress and
- *   ncclCommGetAsyncError reports it until every rank has joined; ncclGroupEnd and
- *   ncclCommFinalize answer ncclInProgress once too, so burnin's polling runs.
+ *   ncclCommGetAsyncError reports it until every rank has joined. ncclGroupEnd answers
+ *   ncclInProgress and the group launches on the next ncclCommGetAsyncError: work
+ *   queued on its stream in between, or another call on the communicator, is a race
+ *   (ncclInvalidUsage; NCCL's rule is to poll until ncclSuccess first). ncclCommFinalize
+ *   answers ncclInProgress once when the communicator ran work, ncclSuccess when not.
+ * - A send or receive that fails inside a group is the group's error: ncclGroupEnd
+ *   answers it and launches nothing of the group (NCCL's group error).
+ * - ncclGetUniqueId with NCCL_SOCKET_IFNAME matching no interface that is up with an
+ *   address fails as NCCL's bootstrap does ("Bootstrap : no socket interface found").
  * - ncclCommAbort ends every wait of this rank and tells the peers (their waits end
  *   with ncclRemoteError).
  * - Faults by environment, "rank:call" with the world rank and this process's call
  *   number (1 = its first collective or group): TWIN_NCCL_HANG (that call never
  *   completes until aborted), TWIN_NCCL_ASYNC_ERROR (the communicator reports
- *   ncclRemoteError instead of running it), TWIN_NCCL_WRONG (from that call on, one
+ *   ncclRemoteError instead of running it), TWIN_NCCL_P2P_ERROR (the first send or
+ *   receive of that group answers ncclSystemError), TWIN_NCCL_WRONG (from that call on, one
  *   element of this rank's result is wrong; see TWIN_NCCL_WRONG_AT below).
  * - As strict as NCCL where a mistake would hang, race or fail on a GPU: every rank
  *   publishes each call's parameters (collective, count, type, op, root, sequence
