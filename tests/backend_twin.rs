@@ -10,7 +10,8 @@ mod common;
 
 use burnin::backend::nccl::NcclBackend;
 use burnin::backend::{Backend, BackendChoice, BackendConfig, Buffer, Bufs, Call, WaitCtx};
-use burnin::collective::P2p;
+use burnin::collective::pattern::{Pattern, Source};
+use burnin::collective::{P2p, Params};
 use burnin::kinds::{CollKind, Dtype, RedOp};
 use common::*;
 use mpi::topology::Communicator;
@@ -65,8 +66,9 @@ fn a_unique_id_that_rank_0_cannot_make_is_every_ranks_error() {
 
 #[test]
 fn an_ecc_error_under_a_copy_aborts_and_later_work_is_refused() {
-    // Each rank's second host-to-device copy meets an uncorrectable ECC error.
-    two_ranks("ecc", &[("TWIN_CUDA_ECC_COPY", "2")]);
+    // Each rank's fourth host-to-device copy meets an uncorrectable ECC error: the
+    // fill's and the check's tables are the first two, then two uploads.
+    two_ranks("ecc", &[("TWIN_CUDA_ECC_COPY", "4")]);
 }
 
 #[test]
@@ -88,26 +90,58 @@ fn a_send_that_fails_inside_a_group_fails_the_group() {
 
 // ------------------------------------------------------------------ the rank side
 
-/// How this process's twin communicators ended: (made, destroyed, aborted).
-fn comm_ends() -> (u32, u32, u32) {
+/// A twin library's test-only function, from the copy burnin loaded.
+fn twin_fn(lib: &str, name: &str) -> *mut c_void {
     extern "C" {
         fn dlopen(file: *const c_char, flags: c_int) -> *mut c_void;
         fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void;
     }
-    let path = CString::new(std::env::var("BURNIN_NCCL_LIB").unwrap()).unwrap();
-    let name = CString::new("burnin_twin_comm_ends").unwrap();
-    // SAFETY: RTLD_NOW | RTLD_NOLOAD (2 | 4) only finds the twin burnin already
-    // loaded; the symbol has the signature below (tests/gpu-twin/nccl.c).
+    let (lib, sym) = (CString::new(lib).unwrap(), CString::new(name).unwrap());
+    // SAFETY: RTLD_NOW | RTLD_NOLOAD (2 | 4) only finds a library already loaded.
     unsafe {
-        let h = dlopen(path.as_ptr(), 2 | 4);
-        assert!(!h.is_null(), "the twin's NCCL is not loaded");
-        let f = dlsym(h, name.as_ptr());
-        assert!(!f.is_null(), "the twin has no burnin_twin_comm_ends");
-        let f: extern "C" fn(*mut u32, *mut u32, *mut u32) = std::mem::transmute(f);
-        let (mut m, mut d, mut a) = (0, 0, 0);
-        f(&mut m, &mut d, &mut a);
-        (m, d, a)
+        let h = dlopen(lib.as_ptr(), 2 | 4);
+        assert!(!h.is_null(), "{lib:?} is not loaded");
+        let f = dlsym(h, sym.as_ptr());
+        assert!(!f.is_null(), "the twin has no {name}");
+        f
     }
+}
+
+/// How this process's twin communicators ended: (made, destroyed, aborted).
+fn comm_ends() -> (u32, u32, u32) {
+    let f = twin_fn(
+        &std::env::var("BURNIN_NCCL_LIB").unwrap(),
+        "burnin_twin_comm_ends",
+    );
+    // SAFETY: the signature of tests/gpu-twin/nccl.c's burnin_twin_comm_ends.
+    let f: extern "C" fn(*mut u32, *mut u32, *mut u32) = unsafe { std::mem::transmute(f) };
+    let (mut m, mut d, mut a) = (0, 0, 0);
+    f(&mut m, &mut d, &mut a);
+    (m, d, a)
+}
+
+/// Kernel modules loaded and not unloaded in this process.
+fn live_modules() -> i32 {
+    let f = twin_fn("libcuda.so.1", "burnin_twin_live_modules");
+    // SAFETY: the signature of tests/gpu-twin/cuda.c's burnin_twin_live_modules.
+    let f: extern "C" fn() -> c_int = unsafe { std::mem::transmute(f) };
+    f()
+}
+
+/// Fill a buffer and check it with the backend's kernels (which loads them).
+fn fill_and_check(be: &NcclBackend, rank: usize) {
+    let p = Params {
+        n: 2,
+        count: 1024,
+        dtype: Dtype::F32,
+        op: RedOp::Sum,
+        root: 0,
+    };
+    let pat = Pattern::one(p, 0, 1024, Source::Plain { rank });
+    let mut b = be.alloc(4096).unwrap();
+    be.fill(&mut b, &pat).unwrap();
+    assert_eq!(be.check(&b, &pat).unwrap().wrong, 0);
+    assert_eq!(live_modules(), 1);
 }
 
 /// CPU time of the calling thread.
@@ -172,6 +206,8 @@ fn rank_side() {
     match case.as_str() {
         "healthy" => {
             healthy(open().unwrap(), rank);
+            // Its kernels were unloaded with it.
+            assert_eq!(live_modules(), 0, "rank {rank}");
             // A communicator that ran work ends by finalize and destroy, and so does one
             // that ran none (NCCL's finalize may answer ncclSuccess at once).
             assert_eq!(comm_ends(), (1, 1, 0), "rank {rank}");
@@ -198,6 +234,7 @@ fn rank_side() {
         }
         "ecc" => {
             let be = open().unwrap();
+            fill_and_check(&be, rank);
             let mut b = be.alloc(4096).unwrap();
             be.upload(&mut b, &[1; 4096]).unwrap();
             // The copy is queued and fails when it runs: only the wait after it sees it.
@@ -217,6 +254,8 @@ fn rank_side() {
             drop(b);
             drop(be);
             assert_eq!(comm_ends(), (1, 0, 1), "aborted once, never destroyed");
+            // A GPU in error may still run its kernels: they are left loaded.
+            assert_eq!(live_modules(), 1, "rank {rank}");
         }
         "hang" => {
             let be = open().unwrap();
@@ -251,18 +290,17 @@ fn rank_side() {
         "borrowed" => {
             let be = open().unwrap();
             let n = 1024;
-            let owned = be.alloc(n * 4).unwrap();
-            let Buffer::Device(d) = &owned else {
-                panic!("a host buffer from the nccl backend")
-            };
-            let at = d.ptr();
+            // libtorch's memory: allocated by the driver, not by burnin (whose buffers
+            // are cleared on its own stream).
+            // SAFETY: the backend made its GPU's context current on this thread.
+            let at = unsafe { cudarc::driver::result::malloc_sync(n * 4) }.unwrap();
             // What libtorch hands over: its tensor's address, 8-byte aligned.
             for bad in [0, at as usize + 4] {
                 // SAFETY: refused before any use (null or misaligned).
                 let e = err_text(unsafe { be.borrow(bad, 64) });
                 assert!(e.contains("null or not 8-byte aligned"), "{e}");
             }
-            // SAFETY: `owned` is this backend's GPU memory and outlives `send`.
+            // SAFETY: `at` is this backend's GPU memory and outlives `send`.
             let send = unsafe { be.borrow(at as usize, n * 4) }.unwrap();
             let mut recv = be.alloc(n * 4).unwrap();
             // libtorch writes the tensor on the context's default stream.
@@ -286,7 +324,9 @@ fn rank_side() {
                 out == f32_bytes((0..n).map(|i| (3 * i) as f32)),
                 "rank {rank}: the all_reduce did not wait for the tensor's copy"
             );
-            drop((send, recv, owned, be));
+            drop((send, recv, be));
+            // SAFETY: allocated above; nothing uses it any more.
+            unsafe { cudarc::driver::result::free_sync(at) }.unwrap();
             assert_eq!(comm_ends(), (1, 1, 0));
         }
         "p2p-error" => {
@@ -337,6 +377,7 @@ fn healthy(be: NcclBackend, rank: usize) {
     let id = be.pci_bus_id().unwrap();
     assert_eq!(id, inv.gpus[rank].pci_bus_id, "rank {rank}");
     assert!(be.describe().ends_with(&format!("(PCI {id})")));
+    fill_and_check(&be, rank);
 
     // Copies: within, exactly, and past the buffer (refused, both ways).
     let mut b = be.alloc(64).unwrap();

@@ -1076,6 +1076,8 @@ struct twin_fn {
   struct twin_module *m;
 };
 
+static int g_live_modules;
+
 API CUresult cuModuleLoadData(CUmodule *out, const void *image) {
   COUNT(cuModuleLoadData);
   CHECK_INIT();
@@ -1112,8 +1114,12 @@ API CUresult cuModuleLoadData(CUmodule *out, const void *image) {
     return CUDA_ERROR_INVALID_IMAGE;
   }
   *out = m;
+  __atomic_add_fetch(&g_live_modules, 1, __ATOMIC_SEQ_CST);
   return CUDA_SUCCESS;
 }
+
+/* Modules loaded and not unloaded in this process (tests: tests/backend_twin.rs). */
+API int burnin_twin_live_modules(void) { return __atomic_load_n(&g_live_modules, __ATOMIC_SEQ_CST); }
 
 API CUresult cuModuleGetFunction(CUfunction *out, CUmodule m, const char *name) {
   COUNT(cuModuleGetFunction);
@@ -1137,6 +1143,7 @@ API CUresult cuModuleUnload(CUmodule m) {
   CHECK_INIT();
   if (!m || m->unloaded) return CUDA_ERROR_INVALID_HANDLE;
   m->unloaded = 1;
+  __atomic_sub_fetch(&g_live_modules, 1, __ATOMIC_SEQ_CST);
   return CUDA_SUCCESS;
 }
 
