@@ -95,6 +95,20 @@ fn is_borrowed(b: &Buffer) -> bool {
     matches!(b, Buffer::Device(d) if d.is_borrowed())
 }
 
+/// How long a wait that has polled for `waited` pauses before its next poll (None:
+/// only yields). Events hold the timing, so polling only costs CPU: spin for the first
+/// millisecond (short calls), then 50 µs sleeps, and 1 ms sleeps after 100 ms, so a
+/// hung peer costs a rank about a thousand polls a second, not a core.
+fn pause(waited: Duration) -> Option<Duration> {
+    if waited < Duration::from_millis(1) {
+        None
+    } else if waited < Duration::from_millis(100) {
+        Some(Duration::from_micros(50))
+    } else {
+        Some(Duration::from_millis(1))
+    }
+}
+
 /// What stopped a wait.
 enum Failure {
     Nccl(NcclResult),
@@ -310,15 +324,9 @@ impl NcclBackend {
             if since.elapsed() >= deadline {
                 return Err(self.fail(what, since, Failure::Deadline(deadline)));
             }
-            // Events hold the timing, so polling only costs CPU: spin briefly for
-            // short calls, then back off.
-            let waited = start.elapsed();
-            if waited < Duration::from_millis(1) {
-                std::thread::yield_now();
-            } else if waited < Duration::from_millis(100) {
-                std::thread::sleep(Duration::from_micros(50));
-            } else {
-                std::thread::sleep(Duration::from_millis(1));
+            match pause(start.elapsed()) {
+                None => std::thread::yield_now(),
+                Some(d) => std::thread::sleep(d),
             }
         }
     }
@@ -958,6 +966,18 @@ impl Backend for NcclBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_spin_for_a_millisecond_then_back_off() {
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        assert_eq!(pause(Duration::ZERO), None);
+        assert_eq!(pause(us(999)), None);
+        assert_eq!(pause(ms(1)), Some(us(50)));
+        assert_eq!(pause(ms(99)), Some(us(50)));
+        assert_eq!(pause(ms(100)), Some(ms(1)));
+        assert_eq!(pause(Duration::from_secs(3600)), Some(ms(1)));
+    }
 
     #[test]
     fn every_dtype_and_op_has_an_nccl_value() {
