@@ -8,14 +8,18 @@
 //! and every rank prints `backend-twin: rank R: CASE ok` when all its checks passed.
 mod common;
 
+use burnin::backend::nccl::device::{Device, DeviceBuffer};
 use burnin::backend::nccl::NcclBackend;
-use burnin::backend::{Backend, BackendChoice, BackendConfig, Buffer, Bufs, Call, WaitCtx};
+use burnin::backend::{
+    Backend, BackendChoice, BackendConfig, Buffer, Bufs, Call, HostBuffer, WaitCtx,
+};
 use burnin::collective::pattern::{Pattern, Source};
 use burnin::collective::{P2p, Params};
 use burnin::kinds::{CollKind, Dtype, RedOp};
 use common::*;
 use mpi::topology::Communicator;
 use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const CASE: &str = "BURNIN_BACKEND_TWIN_CASE";
@@ -84,7 +88,7 @@ fn a_collective_on_libtorchs_memory_waits_for_its_default_stream() {
 
 #[test]
 fn a_send_that_fails_inside_a_group_fails_the_group() {
-    // Rank 0's first group: its first send fails; rank 1's group waits for it.
+    // Rank 0's first group: its first send or receive fails; rank 1's group waits for it.
     two_ranks("p2p-error", &[("TWIN_NCCL_P2P_ERROR", "0:1")]);
 }
 
@@ -124,6 +128,14 @@ fn comm_ends() -> (u32, u32, u32) {
 fn live_modules() -> i32 {
     let f = twin_fn("libcuda.so.1", "burnin_twin_live_modules");
     // SAFETY: the signature of tests/gpu-twin/cuda.c's burnin_twin_live_modules.
+    let f: extern "C" fn() -> c_int = unsafe { std::mem::transmute(f) };
+    f()
+}
+
+/// Timing events created and not destroyed in this process.
+fn live_events() -> i32 {
+    let f = twin_fn("libcuda.so.1", "burnin_twin_live_events");
+    // SAFETY: the signature of tests/gpu-twin/cuda.c's burnin_twin_live_events.
     let f: extern "C" fn() -> c_int = unsafe { std::mem::transmute(f) };
     f()
 }
@@ -206,8 +218,8 @@ fn rank_side() {
     match case.as_str() {
         "healthy" => {
             healthy(open().unwrap(), rank);
-            // Its kernels were unloaded with it.
-            assert_eq!(live_modules(), 0, "rank {rank}");
+            // Its kernels were unloaded and its events destroyed with it.
+            assert_eq!((live_modules(), live_events()), (0, 0), "rank {rank}");
             // A communicator that ran work ends by finalize and destroy, and so does one
             // that ran none (NCCL's finalize may answer ncclSuccess at once).
             assert_eq!(comm_ends(), (1, 1, 0), "rank {rank}");
@@ -279,7 +291,8 @@ fn rank_side() {
                 "rank {rank}: {e}"
             );
             assert!(wall >= Duration::from_secs(2), "{wall:?}");
-            // Waiting polls with a back-off: a hung peer must not cost a core.
+            // Waiting polls with a back-off: a hung peer must not cost a core (a bound,
+            // not the back-off's edges: those are the unit test of `pause`).
             assert!(
                 cpu < wall / 4,
                 "rank {rank}: the wait used {cpu:?} of CPU in {wall:?}"
@@ -400,6 +413,21 @@ fn healthy(be: NcclBackend, rank: usize) {
         e.contains("download of 65 bytes from a 64-byte buffer"),
         "{e}"
     );
+    // Only this backend's GPU memory: not another GPU's, not the host's.
+    let other = Arc::new(Device::open(1 - rank).unwrap());
+    let mut theirs = Buffer::Device(DeviceBuffer::alloc(&other, 64).unwrap());
+    let e = err_text(be.upload(&mut theirs, &data));
+    assert!(
+        e.contains("the nccl backend was given another GPU's buffer"),
+        "{e}"
+    );
+    let mut host = Buffer::Host(HostBuffer::new(64).unwrap());
+    let e = err_text(be.upload(&mut host, &data));
+    assert!(
+        e.contains("the nccl backend was given a host buffer"),
+        "{e}"
+    );
+    drop((theirs, other));
 
     // Timed all_reduce: the right sum, each time between its events and within the wall.
     let n = 1 << 16;
@@ -428,6 +456,20 @@ fn healthy(be: NcclBackend, rank: usize) {
     let mut out = vec![0u8; n * 4];
     be.download(&recv, &mut out).unwrap();
     assert_eq!(out, f32_bytes((0..n).map(|i| 2.0 * (i % 1000) as f32)));
+    // Two events an iteration and one to order after libtorch, reused and grown.
+    assert_eq!(live_events(), 7);
+    let times = be
+        .run_timed(
+            &all_reduce(n),
+            Bufs::OutOfPlace {
+                send: &send,
+                recv: &mut recv,
+            },
+            5,
+            &ctx("all_reduce", Duration::from_secs(20)),
+        )
+        .unwrap();
+    assert_eq!((times.len(), live_events()), (5, 11));
 
     // Grouped send/recv (a replay's group): each rank gets the other's bytes, twice.
     let peer = 1 - rank;

@@ -553,6 +553,8 @@ static int bad_event(CUevent e, const char *api) {
   return 0;
 }
 
+static int g_live_events;
+
 API CUresult cuEventCreate(CUevent *out, unsigned flags) {
   COUNT(cuEventCreate);
   CHECK_INIT();
@@ -562,14 +564,19 @@ API CUresult cuEventCreate(CUevent *out, unsigned flags) {
   if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
   e->flags = flags;
   *out = e;
+  __atomic_add_fetch(&g_live_events, 1, __ATOMIC_SEQ_CST);
   return CUDA_SUCCESS;
 }
+
+/* Events created and not destroyed in this process (tests: tests/backend_twin.rs). */
+API int burnin_twin_live_events(void) { return __atomic_load_n(&g_live_events, __ATOMIC_SEQ_CST); }
 
 API CUresult cuEventDestroy_v2(CUevent e) {
   COUNT(cuEventDestroy_v2);
   CHECK_INIT();
   if (bad_event(e, "cuEventDestroy")) return CUDA_ERROR_INVALID_HANDLE;
   e->destroyed = 1; /* kept: queued work may still fire it, and reuse is reported */
+  __atomic_sub_fetch(&g_live_events, 1, __ATOMIC_SEQ_CST);
   return CUDA_SUCCESS;
 }
 
