@@ -81,6 +81,11 @@ fn a_hung_call_ends_at_its_deadline_without_spinning_a_core() {
 }
 
 #[test]
+fn a_teardown_that_never_completes_is_aborted_at_its_limit() {
+    two_ranks("finalize-hang", &[("TWIN_NCCL_FINALIZE_HANG", "0:1,1:1")]);
+}
+
+#[test]
 fn a_collective_on_libtorchs_memory_waits_for_its_default_stream() {
     // Copies run 300 ms late: a collective that did not wait would read old memory.
     two_ranks("borrowed", &[("TWIN_COPY_MS", "300")]);
@@ -211,7 +216,10 @@ fn rank_side() {
     let cfg = BackendConfig {
         choice: BackendChoice::Nccl,
         nccl_lib: std::env::var_os("BURNIN_NCCL_LIB").map(Into::into),
-        deadline: Duration::from_secs(if case == "hang" { 2 } else { 20 }),
+        deadline: Duration::from_secs(match case.as_str() {
+            "hang" | "finalize-hang" => 2,
+            _ => 20,
+        }),
     };
     let dog = burnin::watchdog::Watchdog::start(format!("backend twin rank {rank}"), false);
     let open = || NcclBackend::new(world.comm.duplicate(), world.local_rank, &cfg, dog.clone());
@@ -341,6 +349,32 @@ fn rank_side() {
             // SAFETY: allocated above; nothing uses it any more.
             unsafe { cudarc::driver::result::free_sync(at) }.unwrap();
             assert_eq!(comm_ends(), (1, 1, 0));
+        }
+        "finalize-hang" => {
+            let be = open().unwrap();
+            let send = be.alloc(64).unwrap();
+            let mut recv = be.alloc(64).unwrap();
+            be.run_timed(
+                &all_reduce(16),
+                Bufs::OutOfPlace {
+                    send: &send,
+                    recv: &mut recv,
+                },
+                1,
+                &ctx("all_reduce", Duration::from_secs(20)),
+            )
+            .unwrap();
+            drop((send, recv));
+            // Teardown waits for the finalize at most the deadline (2 s here, 10 s at
+            // most), then aborts instead of hanging the job's end.
+            let t = Instant::now();
+            drop(be);
+            let t = t.elapsed();
+            assert!(
+                t >= Duration::from_secs(2) && t < Duration::from_secs(10),
+                "{t:?}"
+            );
+            assert_eq!(comm_ends(), (1, 0, 1), "rank {rank}");
         }
         "p2p-error" => {
             let be = open().unwrap();

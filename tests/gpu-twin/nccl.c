@@ -22,7 +22,9 @@
  *   number (1 = its first collective or group): TWIN_NCCL_HANG (that call never
  *   completes until aborted), TWIN_NCCL_ASYNC_ERROR (the communicator reports
  *   ncclRemoteError instead of running it), TWIN_NCCL_P2P_ERROR (the first send or
- *   receive of that group answers ncclSystemError), TWIN_NCCL_WRONG (from that call on, one
+ *   receive of that group answers ncclSystemError), TWIN_NCCL_FINALIZE_HANG (with the
+ *   process's Nth finalized communicator as the call: its finalize never completes,
+ *   as with a peer gone), TWIN_NCCL_WRONG (from that call on, one
  *   element of this rank's result is wrong; see TWIN_NCCL_WRONG_AT below).
  * - As strict as NCCL where a mistake would hang, race or fail on a GPU: every rank
  *   publishes each call's parameters (collective, count, type, op, root, sequence
@@ -350,6 +352,7 @@ struct twin_comm {
   void *deferred_stream;
   unsigned long long deferred_ticket;
   unsigned long long submitted; /* calls queued on this communicator */
+  int finalize_hangs;           /* TWIN_NCCL_FINALIZE_HANG: finalize never completes */
 };
 
 /* How this process's communicators ended (burnin_twin_comm_ends). */
@@ -616,7 +619,7 @@ API ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *state) {
     *state = ncclInProgress;
     return ncclSuccess;
   }
-  *state = __atomic_load_n(&c->state, __ATOMIC_SEQ_CST);
+  *state = c->finalize_hangs ? ncclInProgress : __atomic_load_n(&c->state, __ATOMIC_SEQ_CST);
   return ncclSuccess;
 }
 
@@ -626,7 +629,11 @@ API ncclResult_t ncclCommFinalize(ncclComm_t c) {
   if (c->aborted || c->deferred) return ncclInvalidUsage;
   /* non-blocking: ncclInProgress while queued work may still be flushed; a
    * communicator that never ran a call is done at once (NCCL may answer either) */
+  static unsigned long long finalized;
+  unsigned long long nth = __atomic_add_fetch(&finalized, 1, __ATOMIC_SEQ_CST);
   if (!c->blocking && c->submitted) {
+    /* a peer that never finalizes (gone, or hung): the flush never completes */
+    c->finalize_hangs = fault_at("TWIN_NCCL_FINALIZE_HANG", nth, 0);
     c->in_progress_once = 1;
     return ncclInProgress;
   }
