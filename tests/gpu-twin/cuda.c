@@ -580,20 +580,25 @@ API CUresult cuEventDestroy_v2(CUevent e) {
   return CUDA_SUCCESS;
 }
 
+/* Queue fn on s with e's record generation: a new record (record = 1) or the latest. */
+static CUresult queue_event(struct twin_stream *s, CUevent e, int record, void (*fn)(void *)) {
+  struct ev_arg *a = malloc(sizeof *a);
+  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&g_ev_mu);
+  a->e = e;
+  a->gen = record ? ++e->recorded : e->recorded;
+  pthread_mutex_unlock(&g_ev_mu);
+  enqueue(s, fn, a);
+  return CUDA_SUCCESS;
+}
+
 API CUresult cuEventRecord(CUevent e, CUstream h) {
   COUNT(cuEventRecord);
   CHECK_INIT();
   if (bad_event(e, "cuEventRecord")) return CUDA_ERROR_INVALID_HANDLE;
   struct twin_stream *s = resolve(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  struct ev_arg *a = malloc(sizeof *a);
-  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
-  pthread_mutex_lock(&g_ev_mu);
-  a->e = e;
-  a->gen = ++e->recorded;
-  pthread_mutex_unlock(&g_ev_mu);
-  enqueue(s, ev_fire, a);
-  return CUDA_SUCCESS;
+  return queue_event(s, e, 1, ev_fire);
 }
 
 static void ev_wait(void *p) {
@@ -613,14 +618,7 @@ API CUresult cuStreamWaitEvent(CUstream h, CUevent e, unsigned flags) {
   if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE; /* CU_EVENT_WAIT_DEFAULT, _EXTERNAL */
   struct twin_stream *s = resolve(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  struct ev_arg *a = malloc(sizeof *a);
-  if (!a) return CUDA_ERROR_OUT_OF_MEMORY;
-  pthread_mutex_lock(&g_ev_mu);
-  a->e = e;
-  a->gen = e->recorded;
-  pthread_mutex_unlock(&g_ev_mu);
-  enqueue(s, ev_wait, a);
-  return CUDA_SUCCESS;
+  return queue_event(s, e, 0, ev_wait);
 }
 
 API CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) {
