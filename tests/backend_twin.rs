@@ -17,6 +17,7 @@ use burnin::collective::pattern::{Pattern, Source};
 use burnin::collective::{P2p, Params};
 use burnin::kinds::{CollKind, Dtype, RedOp};
 use common::*;
+use mpi::collective::CommunicatorCollectives;
 use mpi::topology::Communicator;
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::Arc;
@@ -95,6 +96,22 @@ fn a_collective_on_libtorchs_memory_waits_for_its_default_stream() {
 fn a_send_that_fails_inside_a_group_fails_the_group() {
     // Rank 0's first group: its first send or receive fails; rank 1's group waits for it.
     two_ranks("p2p-error", &[("TWIN_NCCL_P2P_ERROR", "0:1")]);
+}
+
+#[test]
+fn a_peers_abort_while_the_wait_is_descheduled_still_fails_the_group() {
+    // The race a loaded machine showed: rank 1 read its communicator's state ("no
+    // error"), was descheduled, and by the time it looked at its stream the group had
+    // failed on rank 0's abort and drained; the wait took the idle stream for success.
+    // Made on demand: every poll answers the state read 1 s before, and rank 0 fails
+    // 1.5 s after rank 1 launched its group.
+    two_ranks(
+        "p2p-error-late",
+        &[
+            ("TWIN_NCCL_P2P_ERROR", "0:1"),
+            ("TWIN_NCCL_POLL_LAG_MS", "1000"),
+        ],
+    );
 }
 
 // ------------------------------------------------------------------ the rank side
@@ -376,8 +393,17 @@ fn rank_side() {
             );
             assert_eq!(comm_ends(), (1, 0, 1), "rank {rank}");
         }
-        "p2p-error" => {
+        "p2p-error" | "p2p-error-late" => {
             let be = open().unwrap();
+            if case == "p2p-error-late" {
+                // Rank 0 fails its group and aborts 1.5 s after rank 1 launched its
+                // own: inside the second of rank 1's stale polls (TWIN_NCCL_POLL_LAG_MS
+                // = 1000), after it read "no error" and before its stream drains.
+                world.comm.barrier();
+                if rank == 0 {
+                    std::thread::sleep(Duration::from_millis(1500));
+                }
+            }
             let send = be.alloc(64).unwrap();
             let mut recv = be.alloc(64).unwrap();
             let peer = 1 - rank;

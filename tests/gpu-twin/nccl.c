@@ -17,7 +17,12 @@
  * - ncclGetUniqueId with NCCL_SOCKET_IFNAME matching no interface that is up with an
  *   address fails as NCCL's bootstrap does ("Bootstrap : no socket interface found").
  * - ncclCommAbort ends every wait of this rank and tells the peers (their waits end
- *   with ncclRemoteError).
+ *   with ncclRemoteError). A peer's abort fails the call waiting for it: the error is
+ *   set before that call leaves the stream, so the stream is idle only after it.
+ * - TWIN_NCCL_POLL_LAG_MS=N: once a communicator ran work, ncclCommGetAsyncError
+ *   sleeps N ms between reading the state and answering it, as a poller descheduled
+ *   on a loaded node answers a stale state (an error raised in between is seen only by
+ *   the next poll).
  * - Faults by environment, "rank:call" with the world rank and this process's call
  *   number (1 = its first collective or group): TWIN_NCCL_HANG (that call never
  *   completes until aborted), TWIN_NCCL_ASYNC_ERROR (the communicator reports
@@ -619,7 +624,15 @@ API ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *state) {
     *state = ncclInProgress;
     return ncclSuccess;
   }
-  *state = c->finalize_hangs ? ncclInProgress : __atomic_load_n(&c->state, __ATOMIC_SEQ_CST);
+  int now = c->finalize_hangs ? ncclInProgress : __atomic_load_n(&c->state, __ATOMIC_SEQ_CST);
+  /* TWIN_NCCL_POLL_LAG_MS: once the communicator ran work, each answer is the state
+   * read that long before it returns (a poller descheduled on a loaded node) */
+  long lag = twin_env_long("TWIN_NCCL_POLL_LAG_MS", 0);
+  if (lag > 0 && __atomic_load_n(&c->submitted, __ATOMIC_SEQ_CST) > 0) {
+    struct timespec t = {lag / 1000, (lag % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+  }
+  *state = now;
   return ncclSuccess;
 }
 

@@ -306,20 +306,28 @@ impl NcclBackend {
 
     /// Poll until `until` holds, NCCL or CUDA reports an error, or `deadline` (counted
     /// from `since`) passes; the last two abort the communicator.
+    ///
+    /// The stream is queried before the communicator's state, never after: an error
+    /// NCCL raises while the last work drains (a peer that failed or aborted) is set
+    /// before that work completes, so a state read after an idle stream sees it. Read
+    /// the other way round, a poll descheduled between the two reads (a loaded node)
+    /// took the state from before the error and the idle stream from after it, and a
+    /// failed group passed as done (`tests/backend_twin.rs`, TWIN_NCCL_POLL_LAG_MS).
     fn wait(&self, until: Until, what: &str, deadline: Duration, since: Instant) -> Result<()> {
         let start = Instant::now();
         loop {
+            let idle = match until {
+                Until::CommReady => false,
+                Until::StreamIdle => match self.device.query() {
+                    Ok(StreamState::Idle) => true,
+                    Ok(StreamState::Busy) => false,
+                    Err(e) => return Err(self.fail(what, since, Failure::Cuda(e))),
+                },
+            };
             match self.comm_state() {
-                NCCL_SUCCESS if until == Until::CommReady => return Ok(()),
+                NCCL_SUCCESS if until == Until::CommReady || idle => return Ok(()),
                 NCCL_SUCCESS | NCCL_IN_PROGRESS => {}
                 e => return Err(self.fail(what, since, Failure::Nccl(e))),
-            }
-            if until == Until::StreamIdle {
-                match self.device.query() {
-                    Ok(StreamState::Idle) => return Ok(()),
-                    Ok(StreamState::Busy) => {}
-                    Err(e) => return Err(self.fail(what, since, Failure::Cuda(e))),
-                }
             }
             if since.elapsed() >= deadline {
                 return Err(self.fail(what, since, Failure::Deadline(deadline)));
