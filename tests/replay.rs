@@ -624,9 +624,7 @@ fn on_the_simulated_cluster_a_training_trace_predicts_its_all_reduce_and_a_slow_
     // core with another rank's all-reduce (2 cores here), as on GPUs; and tc's token
     // bucket would let the training's bursts between compute phases through at the
     // veth's full speed while back-to-back calls get the shaped rate.
-    let Some(down) = SIM.up_sized(2, 1, &[]) else {
-        return;
-    };
+    let down = require!(SIM.up_sized(2, 1, &[]));
     // Training and replay take turns, three times, and each replay is compared with
     // the training just before it: on this 2-core VM the speed of the same calls
     // drifts by 2× over a minute when something else wakes up, and alternating puts
@@ -722,9 +720,7 @@ fn on_the_simulated_cluster_a_training_trace_predicts_its_all_reduce_and_a_slow_
 
     // The DP + TP trace on 2 nodes x 2 ranks: healthy (the baseline), then node1 at a
     // quarter of the rate.
-    let Some(_down) = SIM.up_sized(2, 2, &["--rate", "2gbit"]) else {
-        return;
-    };
+    let _down = require!(SIM.up_sized(2, 2, &["--rate", "2gbit"]));
     let log = dp_tp_log(dir.path());
     let healthy = dir.path().join("healthy");
     let r = on_sim(

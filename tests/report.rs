@@ -308,10 +308,10 @@ fn html_report_renders_its_charts_in_headless_chromium() {
     }
     let charts = html.matches("<figure").count();
     assert!(charts >= 8, "{charts} charts");
-    let Some(browser) = chromium() else {
+    let browser = require!(chromium().or_else(|| {
         skipped("chromium is not installed (launch/setup installs the Debian package `chromium`)");
-        return;
-    };
+        None
+    }));
     let _s = serial();
     let url = format!("file://{}", html_path.display());
     let shot = out.path().join("shot.png");
@@ -656,9 +656,7 @@ fn run_card(out: &Path, extra: &[&str], limit: Duration) -> Run {
 #[test]
 fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() {
     let _s = serial();
-    let Some(_down) = SIM.up(&["--rate", "2gbit", "--shape", "node3=500mbit"]) else {
-        return;
-    };
+    let _down = require!(SIM.up(&["--rate", "2gbit", "--shape", "node3=500mbit"]));
     let dir = tempfile::tempdir().unwrap();
 
     // 1. node3 at a quarter of the others' rate: FAIL naming node3, exit 1.

@@ -161,9 +161,7 @@ const SIM: SimCluster = SimCluster {
 /// them), one CPU rank each; a bit flipped on node 3's rank is named with its host.
 #[test]
 fn on_the_simulated_cluster_the_vote_names_the_host() {
-    let Some(_down) = SIM.up_sized(4, 1, &[]) else {
-        return;
-    };
+    let _down = require!(SIM.up_sized(4, 1, &[]));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sim");
     let c = SIM.cmd(&[

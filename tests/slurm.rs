@@ -92,9 +92,7 @@ fn read_json(p: &Path) -> Value {
 #[test]
 fn an_acceptance_through_slurm_passes_when_healthy_and_fails_naming_a_slow_node() {
     let t0 = Instant::now();
-    let Some(_down) = SIM.up(&["--rate", "2gbit"]) else {
-        return;
-    };
+    let _down = require!(SIM.up(&["--rate", "2gbit"]));
     let r = run_bounded(sim_slurm(SIM.prefix, &["up"]), Duration::from_secs(120));
     let _slurm = SlurmDown;
     assert_eq!(r.code, Some(0), "sim-slurm up: {}", r.all());
@@ -291,8 +289,7 @@ fn an_acceptance_through_slurm_passes_when_healthy_and_fails_naming_a_slow_node(
 fn sim_slurm_refuses_bad_input_in_one_line() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        skipped("launch/sim-slurm needs root");
-        return;
+        skip!("launch/sim-slurm needs root");
     }
     // a prefix with no cluster: nothing is started
     let cases: [(&[&str], i32, &str); 5] = [

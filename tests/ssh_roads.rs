@@ -239,9 +239,7 @@ fn assert_started_by_sshd(c: &SimCluster, seen: &BTreeSet<(usize, String)>, befo
 #[test]
 fn ssh_launch_needs_the_sshds_and_the_right_key() {
     let _s = serial();
-    let Some(_down) = SMALL.up_sized(2, 1, &[]) else {
-        return;
-    };
+    let _down = require!(SMALL.up_sized(2, 1, &[]));
     let dir = tempfile::tempdir().unwrap();
     let hosts = hostfile(dir.path(), 2, 1);
     let mut job = mpirun_hostfile(&hosts, 1);
@@ -379,9 +377,7 @@ fn run_over_ssh(card: &str, hosts: &Path, out: &Path, extra: &[&str], limit: Dur
 #[test]
 fn acceptance_over_ssh_fails_naming_a_slow_node3_and_passes_when_healthy() {
     let _s = serial();
-    let Some(_down) = SIM.up(&["--rate", "2gbit", "--shape", "node3=500mbit"]) else {
-        return;
-    };
+    let _down = require!(SIM.up(&["--rate", "2gbit", "--shape", "node3=500mbit"]));
     let _ssh = ssh_up(&SIM);
     let dir = tempfile::tempdir().unwrap();
     let hosts = hostfile(dir.path(), 4, 2);

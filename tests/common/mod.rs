@@ -171,22 +171,19 @@ impl SimCluster {
         if r.code != Some(0) {
             // In CI (CI=true, as .ci/run sets it) a cluster that cannot come up is a
             // failure, never a skipped test that reads as a pass.
-            let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-            assert!(
-                !ci,
-                "the simulated cluster did not come up in CI (CI={}): {}",
-                std::env::var("CI").unwrap_or_default(),
-                r.all()
-            );
-            eprintln!(
-                "SKIPPED: the simulated cluster needs root and network namespaces here: {}",
-                r.all()
-            );
+            skipped(&format!(
+                "the simulated cluster ({}) did not come up: it needs root and network \
+                 namespaces: {}",
+                self.prefix,
+                r.all().trim()
+            ));
         }
         r.code == Some(0)
     }
 
-    /// [`SimCluster::start`], and a guard that takes the cluster down when dropped.
+    /// [`SimCluster::start`], and a guard that takes the cluster down when dropped;
+    /// None only after [`skipped`] (a failure under CI): end the test with
+    /// `let _down = require!(SIM.up(…));`.
     pub fn up(&self, extra: &[&str]) -> Option<SimDown> {
         self.up_sized(4, 2, extra)
     }
@@ -200,12 +197,60 @@ impl SimCluster {
     }
 }
 
-/// A test that cannot run here says why on stderr; in CI (CI=true, as .ci/run sets
-/// it) it fails instead, so a skip never reads as a pass there.
+/// A test that cannot run its scenario here. In CI (CI=true or 1, as .ci/run sets it)
+/// it fails naming why, so a skip never reads as a pass there. Elsewhere it prints
+/// `skipped: TEST: why` straight to the terminal (cargo's capture hides what a
+/// passing test prints through `eprintln!`) and appends the line to
+/// `target/tmp/skipped.txt`, which `launch/test` lists when the suite ends.
+///
+/// Tests end through [`skip!`] or [`require!`], never a bare `return`
+/// (`launch/check-tests.py`, run by `launch/lint`, refuses one).
 pub fn skipped(why: &str) {
     let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    assert!(!ci, "cannot run in CI: {why}");
-    eprintln!("SKIPPED: {why}");
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    assert!(!ci, "{test}: cannot run its scenario in CI: {why}");
+    let line = format!(
+        "skipped: {} {test}: {why}\n",
+        std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default()
+    );
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    let list = Path::new(env!("CARGO_TARGET_TMPDIR")).join("skipped.txt");
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(list)
+    {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// End the test here as skipped ([`skipped`]: a failure under CI=true):
+/// `skip!("chromium is not installed")`, with `format!`'s arguments.
+#[macro_export]
+macro_rules! skip {
+    ($($why:tt)*) => {{
+        $crate::common::skipped(&format!($($why)*));
+        return;
+    }};
+}
+
+/// The value of an `Option` a helper returned, or the end of the test: helpers such as
+/// [`SimCluster::up`] answer None only after [`skipped`] said why (or failed in CI).
+#[macro_export]
+macro_rules! require {
+    ($opt:expr) => {
+        match $opt {
+            Some(v) => v,
+            None => return,
+        }
+    };
 }
 
 /// Takes its cluster down when dropped.
