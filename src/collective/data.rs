@@ -1,11 +1,21 @@
 //! Test data with exact, closed-form results.
 //!
-//! - sum/avg: rank r puts `(r + i) % 3` at element i; the sum over n ranks is at most
+//! - sum/avg: rank r puts `(r + i + 1) % 3` at element i (not `(r + i) % 3`: rank 0's
+//!   first two elements `[0, 1]` were then the 2-rank integer average, and a reduce
+//!   to rank 0 that wrote its input back passed); the sum over n ranks is at most
 //!   2n, exact in f32/f64/i32, in f16 up to n = 1024 and bf16 up to n = 128 ranks
 //!   (beyond, a relative tolerance of the type's precision applies). u8 wraps mod 256
 //!   exactly like the hardware does.
-//! - prod: every rank puts 1 except rank `i % n`, which puts 2: the product is 2.
-//! - max/min: rank r puts `(r + i) % 64`.
+//! - prod: every rank puts 1 except rank `(i + 1) % n`, which puts 2: the product is 2.
+//!   Not rank `i % n`: then each rank's 2 would sit at its own element of a one-element
+//!   chunk, and an in-place reduce_scatter that wrote nothing would pass its check.
+//! - max/min: rank r puts `m·((i / m) % (100 / m)) + (r + i) % m`, with `m = min(n, 64)`:
+//!   in each block of m elements the ranks hold a rotation of `0..m` above a base that
+//!   changes from block to block (period `m·(100 / m)` ≤ 100), so the max is the base
+//!   plus m − 1 and the min the base. The extreme moves to another rank at every
+//!   element: no rank holds it along a whole message of two or more elements, so a
+//!   rank whose call wrote nothing (or wrote its input back) fails its check. With
+//!   `(r + i) % 64`, the rank holding the largest value of a short message passed.
 //! - data-movement collectives: `(13 r + i) % 101`, different on every rank so a block
 //!   delivered to the wrong place is caught.
 //!
@@ -20,16 +30,36 @@ pub const POISON: f64 = 251.0;
 /// Input of `rank` at element `i` for a reduction with `op`.
 pub fn reduce_input(op: RedOp, n: usize, rank: usize, i: usize) -> f64 {
     match op {
-        RedOp::Sum | RedOp::Avg => ((rank + i) % 3) as f64,
+        RedOp::Sum | RedOp::Avg => ((rank + i + 1) % 3) as f64,
         RedOp::Prod => {
-            if rank == i % n {
+            if rank == (i + 1) % n {
                 2.0
             } else {
                 1.0
             }
         }
-        RedOp::Max | RedOp::Min => ((rank + i) % 64) as f64,
+        RedOp::Max | RedOp::Min => {
+            let m = extreme_rotation(n);
+            (extreme_base(n, i) + (rank + i) % m) as f64
+        }
     }
+}
+
+/// max/min data: how many ranks the extreme rotates over, `min(n, 64)` (at least 1).
+pub fn extreme_rotation(n: usize) -> usize {
+    n.clamp(1, 64)
+}
+
+/// max/min data: the period of the values in the element index, `m·(100 / m)`.
+pub fn extreme_period(n: usize) -> usize {
+    let m = extreme_rotation(n);
+    m * (100 / m)
+}
+
+/// max/min data: the base every rank adds its rotation to at element `i`.
+fn extreme_base(n: usize, i: usize) -> usize {
+    let m = extreme_rotation(n);
+    m * ((i / m) % (100 / m))
 }
 
 /// Input of `rank` at element `i` for data-movement collectives.
@@ -41,9 +71,9 @@ pub fn plain_input(rank: usize, i: usize) -> f64 {
 pub fn reduce_expected(op: RedOp, dtype: Dtype, n: usize, i: usize) -> f64 {
     match op {
         RedOp::Sum | RedOp::Avg => {
-            // Σ_{r<n} (r+i) % 3 = full cycles (0+1+2 each) + the remainder's terms.
+            // Σ_{r<n} (r+i+1) % 3 = full cycles (0+1+2 each) + the remainder's terms.
             let q = n / 3;
-            let rem: usize = (0..n % 3).map(|j| (i + j) % 3).sum();
+            let rem: usize = (0..n % 3).map(|j| (i + 1 + j) % 3).sum();
             let sum = (3 * q + rem) as u64;
             let s = wrap(dtype, sum);
             if op == RedOp::Avg {
@@ -59,16 +89,9 @@ pub fn reduce_expected(op: RedOp, dtype: Dtype, n: usize, i: usize) -> f64 {
                 2.0
             }
         }
-        RedOp::Max | RedOp::Min => {
-            let a = i % 64;
-            let wraps = n >= 64 || a + n > 64;
-            match (op, wraps) {
-                (RedOp::Max, true) => 63.0,
-                (RedOp::Max, false) => (a + n - 1) as f64,
-                (_, true) => 0.0,
-                (_, false) => a as f64,
-            }
-        }
+        // n ≥ m ranks hold every value of the rotation 0..m above the base
+        RedOp::Max => (extreme_base(n, i) + extreme_rotation(n) - 1) as f64,
+        RedOp::Min => extreme_base(n, i) as f64,
     }
 }
 
@@ -223,7 +246,7 @@ mod tests {
         // Σ_{r<n} (r+i) % 3 written out, independent of the closed form.
         for n in [1usize, 2, 5, 130, 171, 172, 300] {
             for i in [0usize, 1, 2, 7] {
-                let sum: usize = (0..n).map(|r| (r + i) % 3).sum();
+                let sum: usize = (0..n).map(|r| (r + i + 1) % 3).sum();
                 assert_eq!(
                     reduce_expected(RedOp::Sum, Dtype::U8, n, i),
                     (sum % 256) as f64,

@@ -541,6 +541,153 @@ mod tests {
         }
     }
 
+    /// Every rank's buffer before the call, as the sweep's check leaves it: the input
+    /// (the one buffer, in place), and out of place a send buffer with the input and a
+    /// receive buffer poisoned. `(send, recv)` bytes; in place `send` is empty.
+    fn before_the_call(
+        c: &dyn Collective,
+        p: &Params,
+        rank: usize,
+        in_place: bool,
+    ) -> (Vec<u8>, Vec<u8>) {
+        let (l, es) = (c.layout(p), p.dtype.size());
+        if in_place {
+            let mut buf = vec![0u8; l.in_place() * es];
+            pattern::fill_host(&c.in_place_input(p, rank), &mut buf).unwrap();
+            return (Vec::new(), buf);
+        }
+        let mut send = vec![0u8; l.send * es];
+        pattern::fill_host(&c.input(p, rank), &mut send).unwrap();
+        let mut recv = vec![0u8; l.recv * es];
+        pattern::fill_host(&Pattern::one(*p, 0, l.recv, Source::Poison), &mut recv).unwrap();
+        (send, recv)
+    }
+
+    /// The class of bugs where a call that moves no data passes its check (an in-place
+    /// input that already holds the expected output, a check of the input buffer, a
+    /// backend that returns without running): for every collective, in and out of
+    /// place, every rank count from 2 to 9, every type and op, two roots and two
+    /// message lengths, a call that writes nothing, or copies its input into its
+    /// output (at the start, or where this rank's own block goes), fails the check on
+    /// every rank that receives data from another rank: all of them, but a broadcast's
+    /// root (its output is its own input) and a reduce's other ranks (nothing is
+    /// checked there).
+    ///
+    /// One limit is the data's, and inherent to integer averages: a check over fewer
+    /// elements than one period of the op's input ([`Source::period`]) may find, on
+    /// one rank, inputs equal to the result (two elements `[0, 1]` and `[1, 2]`
+    /// average to `[0, 1]` in i32). There the call as a whole still fails (another
+    /// rank's check does), which is asserted for every case.
+    #[test]
+    fn a_call_that_moves_no_data_fails_the_check_on_every_receiving_rank() {
+        let mut cases = 0;
+        for kind in CollKind::ALL {
+            let c = get(kind);
+            let ops: &[RedOp] = if kind.reduces() {
+                &RedOp::ALL
+            } else {
+                &[RedOp::Sum]
+            };
+            for n in 2..=9usize {
+                for (dtype, &op, root, per_rank) in Dtype::ALL
+                    .iter()
+                    .flat_map(|&d| ops.iter().map(move |op| (d, op)))
+                    .flat_map(|(d, op)| [(d, op, 0), (d, op, n - 1)])
+                    .flat_map(|(d, op, root)| [(d, op, root, 1), (d, op, root, 66)])
+                {
+                    let p = Params {
+                        n,
+                        count: per_rank * n,
+                        dtype,
+                        op,
+                        root,
+                    };
+                    for in_place in [false, true] {
+                        // per fake call (index), the ranks whose check failed
+                        let mut failed: Vec<usize> = Vec::new();
+                        for rank in 0..n {
+                            let fails = no_data_moved(c, kind, &p, rank, in_place);
+                            failed.resize(fails.len(), 0);
+                            for (k, f) in fails.iter().enumerate() {
+                                failed[k] += usize::from(*f);
+                            }
+                        }
+                        let what = format!(
+                            "{kind} {dtype} {op:?} n={n} count={} root={root} {}",
+                            p.count,
+                            if in_place { "in place" } else { "out of place" }
+                        );
+                        assert!(
+                            failed.iter().all(|&f| f > 0),
+                            "{what}: a fake call passed on every rank"
+                        );
+                        cases += failed.len();
+                    }
+                }
+            }
+        }
+        assert!(cases > 10_000, "{cases} fake calls checked");
+    }
+
+    /// [`a_call_that_moves_no_data_fails_the_check_on_every_receiving_rank`] for one
+    /// rank: per fake call, whether this rank's check failed; asserts that it did on
+    /// a receiving rank, but for the data's one limit (a check shorter than a period).
+    fn no_data_moved(
+        c: &dyn Collective,
+        kind: CollKind,
+        p: &Params,
+        rank: usize,
+        in_place: bool,
+    ) -> Vec<bool> {
+        let receives = match kind {
+            CollKind::Broadcast => rank != p.root,
+            CollKind::Reduce => rank == p.root,
+            _ => true,
+        };
+        let period = Source::ReduceInput { rank: 0 }.period(p);
+        let es = p.dtype.size();
+        let (send, untouched) = before_the_call(c, p, rank, in_place);
+        let mut fails = Vec::new();
+        // Where MPI (0) and NCCL (rank × chunk) leave an in-place reduce_scatter's chunk.
+        for rs_offset in [0, rank * p.chunk()] {
+            let want = c.expected(p, rank, in_place, rs_offset);
+            let mut fakes = vec![("writes nothing", untouched.clone())];
+            if !in_place {
+                let own = c.in_place_at(p, rank).0 * es;
+                for (how, at) in [
+                    ("copies its input to the start", 0),
+                    ("copies its input to its own block", own),
+                ] {
+                    let mut out = untouched.clone();
+                    let len = send.len().min(out.len().saturating_sub(at));
+                    out[at..at + len].copy_from_slice(&send[..len]);
+                    fakes.push((how, out));
+                }
+            }
+            for (how, out) in fakes {
+                let wrong = if want.elements() == 0 {
+                    assert!(!receives, "{kind} rank {rank} of {} checks nothing", p.n);
+                    0
+                } else {
+                    pattern::check_host(&want, &out).unwrap().wrong
+                };
+                let short = kind.reduces() && want.elements() < period;
+                assert!(
+                    wrong > 0 || !receives || short,
+                    "{kind} {} {:?} n={} count={} root={} {} rank {rank}: a call that {how} passes its check",
+                    p.dtype,
+                    p.op,
+                    p.n,
+                    p.count,
+                    p.root,
+                    if in_place { "in place" } else { "out of place" },
+                );
+                fails.push(wrong > 0);
+            }
+        }
+        fails
+    }
+
     #[test]
     fn a_single_flipped_element_is_counted() {
         let p = Params {

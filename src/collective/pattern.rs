@@ -3,8 +3,8 @@
 //! through a closure.
 //!
 //! Every value [`data`] defines is periodic in the element index: sums repeat every 3
-//! elements, max/min every 64, the data-movement pattern every 101, products every n
-//! ranks. A collective therefore describes a buffer as a few [`Run`]s, each a range of
+//! elements, max/min every `m·(100 / m)` (m = min(n, 64)), the data-movement pattern
+//! every 101, products every n ranks. A collective therefore describes a buffer as a few [`Run`]s, each a range of
 //! elements holding one [`Source`] at consecutive indices; a run becomes one table of
 //! `period` values and a phase. The host replicates an encoded block of that table
 //! (memcpy speed); the GPU kernels (`backend::nccl::kernels`) read the table.
@@ -31,12 +31,12 @@ impl Source {
             Source::ReduceInput { .. } => match p.op {
                 RedOp::Sum | RedOp::Avg => 3,
                 RedOp::Prod => p.n.max(1),
-                RedOp::Max | RedOp::Min => 64,
+                RedOp::Max | RedOp::Min => data::extreme_period(p.n),
             },
             Source::ReduceExpected => match p.op {
                 RedOp::Sum | RedOp::Avg => 3,
                 RedOp::Prod => 1,
-                RedOp::Max | RedOp::Min => 64,
+                RedOp::Max | RedOp::Min => data::extreme_period(p.n),
             },
             Source::Plain { .. } => 101,
             Source::Poison => 1,
@@ -53,11 +53,13 @@ impl Source {
             Source::Plain { rank } => (Source::Plain { rank: 0 }, index + 13 * (rank % 101)),
             Source::ReduceInput { rank } => {
                 let shift = match p.op {
-                    // (r + i) % m: rank 0 at index i + r
+                    // (r + i + 1) % 3: rank 0 at index i + r
                     RedOp::Sum | RedOp::Avg => rank % 3,
-                    RedOp::Max | RedOp::Min => rank % 64,
-                    // 2 where i % n == r: rank 0 at index i + n - r
+                    // 2 where (i + 1) % n == r: rank 0 at index i + n - r
                     RedOp::Prod => p.n.max(1) - rank % p.n.max(1),
+                    // a rotation above a base of rank 0's index: no shift of rank 0's
+                    // values is another rank's (each rank keeps a table of its own)
+                    RedOp::Max | RedOp::Min => return (self, index),
                 };
                 (Source::ReduceInput { rank: 0 }, index + shift)
             }
