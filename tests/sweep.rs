@@ -86,6 +86,81 @@ fn all_seven_collectives_on_four_ranks_are_correct_and_recorded() {
     }
 }
 
+/// What the GPU twin's NCCL scenarios run, on the MPI backend: every collective, type
+/// (of the four MPI has) and op, in and out of place, at 3 ranks (odd: integer averages truncate, the
+/// reduce_scatter's chunks are uneven in bytes) and 4 (MPI picks other algorithms at a
+/// power of two), each point checked element by element. The MPI backend computes
+/// avg itself (MPI has no average) and runs in place through MPI_IN_PLACE or a copy:
+/// each of those paths is a place for a bug that only some op, type or placement shows.
+#[test]
+fn every_collective_type_and_op_in_and_out_of_place_is_right_on_the_mpi_backend() {
+    for n in [3usize, 4] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("sweep");
+        let r = mpirun(
+            n,
+            &[
+                "sweep",
+                "--backend",
+                "mpi",
+                "--tiers",
+                "world",
+                "-c",
+                "all",
+                "-d",
+                "all",
+                "-o",
+                "all",
+                "-b",
+                "3K",
+                "-e",
+                "96K",
+                "-f",
+                "32",
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+            Duration::from_secs(300),
+        );
+        assert_eq!(r.code, Some(0), "{n} ranks: {}", r.all());
+        let run: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("run.json")).unwrap()).unwrap();
+        let points = run["points"].as_array().unwrap();
+        // 3 reducing collectives × 5 ops + 4 others, × 4 types (`-d all` is every type
+        // the MPI backend has: MPI has no f16/bf16) × 2 sizes × 2 placements
+        assert_eq!(
+            points.len(),
+            (3 * 5 + 4) * 4 * 2 * 2,
+            "{n} ranks: {}",
+            r.all()
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        for p in points {
+            assert_eq!(p["wrong"], 0, "{n} ranks: {p}");
+            assert_eq!(p["members"].as_array().unwrap().len(), n, "{p}");
+            seen.insert((
+                p["collective"].to_string(),
+                p["dtype"].to_string(),
+                p["op"].to_string(),
+                p["in_place"].to_string(),
+            ));
+        }
+        assert_eq!(
+            seen.len(),
+            (3 * 5 + 4) * 4 * 2,
+            "every combination once a size"
+        );
+        let types: std::collections::BTreeSet<&str> =
+            points.iter().filter_map(|p| p["dtype"].as_str()).collect();
+        assert_eq!(types, ["f32", "f64", "i32", "u8"].into(), "{n} ranks");
+        assert_eq!(run["wrong_total"], 0);
+    }
+}
+
 #[test]
 fn a_corrupted_rank_gives_wrong_elements_and_exit_1() {
     let dir = tempfile::tempdir().unwrap();
