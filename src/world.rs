@@ -181,6 +181,32 @@ impl World {
         Ok(serde_json::from_slice(&bytes)?)
     }
 
+    /// Rank 0 does `work` (e.g. opens `--out`); every rank then learns whether that
+    /// worked, so a failure is one agreed error on every rank ([`Agreed`], rank 0's
+    /// message). Rank 0's value on rank 0, None on the others.
+    pub fn on_rank0_agreed<T>(&self, work: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
+        let mut value = None;
+        let mut problem: Option<String> = None;
+        if self.rank == 0 {
+            match work() {
+                Ok(v) => value = Some(v),
+                Err(e) => problem = Some(format!("{e:#}")),
+            }
+        }
+        let problem: Option<String> = self.broadcast_json(Some(&problem))?;
+        if let Some(p) = problem {
+            bail!(Agreed(p));
+        }
+        Ok(value)
+    }
+
+    /// Every rank's `mine`, in rank order, on every rank; a gather that failed leaves
+    /// one line saying so (for records such as the provenance, which must not fail a run).
+    pub fn all_gather_text(&self, mine: &str) -> Vec<String> {
+        self.all_gather_json(&mine.to_string())
+            .unwrap_or_else(|e| vec![format!("(not gathered: {e:#})")])
+    }
+
     /// Whether every rank passed `ok`; every rank learns which ranks did not.
     pub fn failed_ranks(&self, ok: bool) -> Vec<usize> {
         let mut flags = vec![0u8; self.size];

@@ -1,8 +1,11 @@
 //! The layers point down (docs/ARCHITECTURE.md): read every `crate::` path in src/
 //! outside comments, strings and `#[cfg(test)]` items, and check
-//! - no import cycle between top-level modules;
+//! - no import cycle between top-level modules, nor between the children of any
+//!   directory module (edges from `crate::…`, `super::…` and `self::…` paths, each
+//!   resolved to the module it lands in);
 //! - nothing below the CLI imports `cli` (only `cli`, `app`, `argcheck` and main do);
 //! - `report` imports neither `backend` nor `world`; `backend` does not import `probe`;
+//!   `results` (the records) imports nothing of `world` (the caller gathers);
 //! - the leaves (`kinds`, `table`, `units`, `error`, `process`, `progress`) import
 //!   nothing of burnin but each other;
 //! - no function outside `#[cfg(test)]` items in src/ or train/src/ is over
@@ -316,6 +319,393 @@ fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     t.out
 }
 
+/// One leaf of a path or `use` tree: its segments (the root `crate`/`super`/`self`
+/// kept, a glob as `*`), where it starts in the code, and its `as` name if any.
+#[derive(Debug)]
+struct Leaf {
+    segs: Vec<String>,
+    at: usize,
+    alias: Option<String>,
+}
+
+fn skip_ws(b: &[char], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+fn word_at(b: &[char], i: usize) -> String {
+    b[i.min(b.len())..]
+        .iter()
+        .take_while(|c| c.is_alphanumeric() || **c == '_')
+        .collect()
+}
+
+/// Parse the path or use tree at `b[i]` below `segs` (`a::b::{c, d::{e, f}}`, `a::*`,
+/// `a::B as C`); push its leaves, return the index after it.
+fn use_tree(b: &[char], i: usize, mut segs: Vec<String>, out: &mut Vec<Leaf>) -> usize {
+    let mut i = skip_ws(b, i);
+    let at = i;
+    loop {
+        i = skip_ws(b, i);
+        if b.get(i) == Some(&'{') {
+            i += 1;
+            loop {
+                i = skip_ws(b, i);
+                match b.get(i) {
+                    None => return i,
+                    Some('}') => return i + 1,
+                    Some(',') => i += 1,
+                    _ => {
+                        let before = i;
+                        i = use_tree(b, i, segs.clone(), out).max(before + 1);
+                    }
+                }
+            }
+        }
+        let word = word_at(b, i);
+        if word.is_empty() {
+            if b.get(i) == Some(&'*') {
+                segs.push("*".into());
+                i += 1;
+            }
+            break;
+        }
+        i += word.chars().count();
+        segs.push(word);
+        let j = skip_ws(b, i);
+        if b.get(j) == Some(&':') && b.get(j + 1) == Some(&':') {
+            i = j + 2;
+        } else {
+            break;
+        }
+    }
+    let j = skip_ws(b, i);
+    let mut alias = None;
+    if word_at(b, j) == "as" {
+        let k = skip_ws(b, j + 2);
+        let w = word_at(b, k);
+        if !w.is_empty() {
+            i = k + w.chars().count();
+            alias = Some(w);
+        }
+    }
+    if !segs.is_empty() {
+        out.push(Leaf { segs, at, alias });
+    }
+    i
+}
+
+/// Every path in `code` (already blanked) rooted at `crate::`, `super::` or `self::`.
+fn rooted_paths(code: &str) -> Vec<Leaf> {
+    let b: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let w = word_at(&b, i);
+        let n = w.chars().count();
+        let rooted = ["crate", "super", "self"].contains(&w.as_str())
+            && b.get(i + n) == Some(&':')
+            && b.get(i + n + 1) == Some(&':')
+            && !ident(i.checked_sub(1).and_then(|p| b.get(p)));
+        if rooted {
+            i = use_tree(&b, i, Vec::new(), &mut out);
+        } else {
+            i += n.max(1);
+        }
+    }
+    out
+}
+
+/// The leaves of every `pub use` / `pub(…) use` in `code` (already blanked).
+fn pub_uses(code: &str) -> Vec<Leaf> {
+    let b: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let w = word_at(&b, i);
+        if w == "pub" && !ident(i.checked_sub(1).and_then(|p| b.get(p))) {
+            let mut j = skip_ws(&b, i + 3);
+            if b.get(j) == Some(&'(') {
+                while j < b.len() && b[j] != ')' {
+                    j += 1;
+                }
+                j = skip_ws(&b, j + 1);
+            }
+            if word_at(&b, j) == "use" {
+                i = use_tree(&b, j + 3, Vec::new(), &mut out);
+                continue;
+            }
+        }
+        i += w.chars().count().max(1);
+    }
+    out
+}
+
+/// Inline `mod name { … }` items in `code`: (start, end, name), outermost first.
+fn inline_mods(code: &str) -> Vec<(usize, usize, String)> {
+    let b: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    for i in 0..b.len() {
+        if word_at(&b, i) != "mod" || ident(i.checked_sub(1).and_then(|p| b.get(p))) {
+            continue;
+        }
+        let n = skip_ws(&b, i + 3);
+        let name = word_at(&b, n);
+        let open = skip_ws(&b, n + name.chars().count());
+        if name.is_empty() || b.get(open) != Some(&'{') {
+            continue;
+        }
+        let mut depth = 0;
+        let mut end = b.len();
+        for (k, ch) in b.iter().enumerate().skip(open) {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push((open, end, name));
+    }
+    out
+}
+
+/// A file's module from its path under src/: `report/doc.rs` → `report::doc`,
+/// `report/mod.rs` → `report`, `lib.rs` → `crate`.
+fn module_of(rel: &str) -> String {
+    let rel = rel.trim_end_matches(".rs");
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    if parts.last() == Some(&"mod") {
+        parts.pop();
+    }
+    if parts.is_empty() || parts == ["lib"] {
+        return "crate".into();
+    }
+    parts.join("::")
+}
+
+fn parent(m: &str) -> String {
+    match m.rfind("::") {
+        Some(i) => m[..i].to_string(),
+        None => "crate".into(),
+    }
+}
+
+fn join(base: &str, seg: &str) -> String {
+    if base == "crate" {
+        seg.to_string()
+    } else {
+        format!("{base}::{seg}")
+    }
+}
+
+/// (module, name) → the module a `pub use` there brings `name` from.
+type Reexports = BTreeMap<(String, String), String>;
+
+/// The module that `segs`, named in module `from`, lands in: the longest existing
+/// module path, then one step through a `pub use` of the next name (so
+/// `super::item` lands in the sibling that `pub use child::item` in the parent names).
+/// None for a path not rooted at `crate`, `super` or `self`.
+fn resolve(from: &str, segs: &[String], mods: &BTreeSet<String>, re: &Reexports) -> Option<String> {
+    let mut cur = match segs.first()?.as_str() {
+        "crate" => "crate".to_string(),
+        "super" => parent(from),
+        "self" => from.to_string(),
+        _ => return None,
+    };
+    let mut rest = &segs[1..];
+    while rest.first().is_some_and(|s| s == "super") {
+        cur = parent(&cur);
+        rest = &rest[1..];
+    }
+    for seg in rest.iter().filter(|s| *s != "self") {
+        let next = join(&cur, seg);
+        if mods.contains(&next) {
+            cur = next;
+        } else {
+            if let Some(t) = re.get(&(cur.clone(), seg.clone())) {
+                cur = t.clone();
+            }
+            break;
+        }
+    }
+    Some(cur)
+}
+
+/// An import: module `from` names module `to` at `file:line`.
+#[derive(Clone, Debug)]
+struct Edge {
+    from: String,
+    to: String,
+    file: String,
+    line: usize,
+}
+
+/// One source file, its path under src/ and its code (blanked, tests removed), and
+/// the inline modules in it.
+struct Unit {
+    rel: String,
+    module: String,
+    code: String,
+    inline: Vec<(usize, usize, String)>,
+}
+
+impl Unit {
+    /// The module the code at char `at` is in (inline modules counted).
+    fn module_at(&self, at: usize) -> String {
+        self.inline
+            .iter()
+            .filter(|(s, e, _)| *s <= at && at <= *e)
+            .fold(self.module.clone(), |m, (_, _, n)| join(&m, n))
+    }
+}
+
+/// Every module and every edge between modules in `files` ((path under src/, text)).
+fn module_graph(files: &[(String, String)]) -> (BTreeSet<String>, Vec<Edge>) {
+    let units: Vec<Unit> = files
+        .iter()
+        .map(|(rel, text)| {
+            let code = without_tests(&code_only(text));
+            let inline = inline_mods(&code);
+            Unit {
+                rel: rel.clone(),
+                module: module_of(rel),
+                code,
+                inline,
+            }
+        })
+        .collect();
+    let mut mods: BTreeSet<String> = BTreeSet::new();
+    for u in &units {
+        mods.insert(u.module.clone());
+        for (s, _, _) in &u.inline {
+            mods.insert(u.module_at(*s + 1));
+        }
+    }
+    // Re-exports, twice so one that names another resolves through it.
+    let mut re = Reexports::new();
+    for _ in 0..2 {
+        let mut next = Reexports::new();
+        for u in &units {
+            for l in pub_uses(&u.code) {
+                let m = u.module_at(l.at);
+                let name = l.alias.clone().or_else(|| l.segs.last().cloned());
+                let Some(name) = name.filter(|n| n != "*" && n != "self") else {
+                    continue;
+                };
+                let mut segs = l.segs.clone();
+                if !["crate", "super", "self"].contains(&segs[0].as_str()) {
+                    if !mods.contains(&join(&m, &segs[0])) {
+                        continue; // another crate
+                    }
+                    segs.insert(0, "self".into());
+                }
+                if let Some(t) = resolve(&m, &segs, &mods, &re) {
+                    next.insert((m, name), t);
+                }
+            }
+        }
+        re = next;
+    }
+    let mut edges = Vec::new();
+    for u in &units {
+        let lines: Vec<usize> = u
+            .code
+            .chars()
+            .scan(1, |n, c| {
+                let here = *n;
+                *n += (c == '\n') as usize;
+                Some(here)
+            })
+            .collect();
+        for l in rooted_paths(&u.code) {
+            let from = u.module_at(l.at);
+            if let Some(to) = resolve(&from, &l.segs, &mods, &re).filter(|t| *t != from) {
+                let line = lines.get(l.at).copied().unwrap_or(0);
+                edges.push(Edge {
+                    from,
+                    to,
+                    file: u.rel.clone(),
+                    line,
+                });
+            }
+        }
+    }
+    (mods, edges)
+}
+
+/// The child of `dir` that module `m` is or lies in; None when `m` is not below `dir`.
+fn child_of(dir: &str, m: &str) -> Option<String> {
+    let rest = if dir == "crate" {
+        Some(m).filter(|m| *m != "crate")
+    } else {
+        m.strip_prefix(dir).and_then(|r| r.strip_prefix("::"))
+    }?;
+    Some(join(dir, rest.split("::").next()?))
+}
+
+/// For every module with children, each import cycle among its children (edges
+/// collapsed to the child they land in; edges from or to the module itself left out),
+/// as a message naming the cycle and the files and lines of its edges.
+fn sibling_cycles(mods: &BTreeSet<String>, edges: &[Edge]) -> Vec<String> {
+    let dirs: BTreeSet<String> = mods
+        .iter()
+        .filter(|m| *m != "crate")
+        .map(|m| parent(m))
+        .collect();
+    let mut out = Vec::new();
+    for dir in &dirs {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut seen: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        for e in edges {
+            let (Some(a), Some(b)) = (child_of(dir, &e.from), child_of(dir, &e.to)) else {
+                continue;
+            };
+            if a != b {
+                g.entry(a.clone()).or_default().insert(b.clone());
+                let at = seen.entry((a, b)).or_default();
+                let here = format!("{}:{}", e.file, e.line);
+                if at.last() != Some(&here) {
+                    at.push(here);
+                }
+            }
+        }
+        for c in cycles(&g) {
+            let how: Vec<String> = seen
+                .iter()
+                .filter(|((a, b), _)| c.contains(a) && c.contains(b))
+                .map(|((a, b), at)| format!("  {a} -> {b}: {}", at.join(", ")))
+                .collect();
+            out.push(format!("cycle in {dir}: {c:?}\n{}", how.join("\n")));
+        }
+    }
+    out
+}
+
+fn src_files() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
 #[test]
 fn the_scanner_sees_paths_in_code_only() {
     let src = r##"
@@ -342,6 +732,89 @@ static T: u8 = crate::k::V;
     .map(|(k, v)| (k.to_string(), v.into_iter().map(String::from).collect()))
     .collect();
     assert_eq!(cycles(&g), vec![vec!["x", "y", "z"]]);
+}
+
+#[test]
+fn the_module_graph_resolves_super_self_groups_and_reexports() {
+    let files: Vec<(String, String)> = [
+        ("lib.rs", "pub mod a;\npub mod b;\n"),
+        (
+            "a/mod.rs",
+            "pub mod x;\npub mod y;\npub mod z;\npub use z::Thing;\nuse crate::b::B;\n",
+        ),
+        (
+            "a/x.rs",
+            "use super::{y::Y, w};\nfn f() -> super::super::b::B { todo!() }\n// super::z::Thing\n",
+        ),
+        ("a/y.rs", "pub struct Y;\n\nuse super::Thing;\n"),
+        (
+            "a/z.rs",
+            "pub struct Thing;\nfn g() { self::h(); crate::a::x::f(); }\n#[cfg(test)]\nmod tests { use super::super::y::Y; }\n",
+        ),
+        ("b.rs", "use crate::{a::{self, x}, b};\npub struct B;\nmod inner {\n    use super::B;\n}\n"),
+    ]
+    .map(|(p, t)| (p.to_string(), t.to_string()))
+    .into();
+    let (mods, edges) = module_graph(&files);
+    let want: BTreeSet<String> = ["crate", "a", "a::x", "a::y", "a::z", "b", "b::inner"]
+        .map(String::from)
+        .into();
+    assert_eq!(mods, want);
+    let mut got: Vec<String> = edges
+        .iter()
+        .map(|e| format!("{} -> {} {}:{}", e.from, e.to, e.file, e.line))
+        .collect();
+    got.sort();
+    let want = [
+        "a -> b a/mod.rs:5",
+        "a::x -> a a/x.rs:1",
+        "a::x -> a::y a/x.rs:1",
+        "a::x -> b a/x.rs:2",
+        "a::y -> a::z a/y.rs:3",
+        "a::z -> a::x a/z.rs:2",
+        "b -> a b.rs:1",
+        "b -> a::x b.rs:1",
+        "b::inner -> b b.rs:4",
+    ];
+    assert_eq!(got, want);
+    let c = sibling_cycles(&mods, &edges);
+    assert_eq!(c.len(), 2, "{c:#?}");
+    assert!(
+        c[0].starts_with("cycle in a: [\"a::x\", \"a::y\", \"a::z\"]"),
+        "{}",
+        c[0]
+    );
+    assert!(c[0].contains("a::y -> a::z: a/y.rs:3"), "{}", c[0]);
+    assert!(
+        c[1].starts_with("cycle in crate: [\"a\", \"b\"]"),
+        "{}",
+        c[1]
+    );
+    assert!(c[1].contains("a -> b: a/mod.rs:5, a/x.rs:2"), "{}", c[1]);
+}
+
+#[test]
+fn no_import_cycle_between_sibling_modules() {
+    let (mods, edges) = module_graph(&src_files());
+    for m in [
+        "report::doc",
+        "results::provenance",
+        "backend::nccl::backend",
+    ] {
+        assert!(mods.contains(m), "read the modules: {mods:?}");
+    }
+    assert!(
+        edges
+            .iter()
+            .any(|e| e.from == "report::compare" && e.to == "report::charts"),
+        "the scan sees super:: paths"
+    );
+    let c = sibling_cycles(&mods, &edges);
+    assert!(
+        c.is_empty(),
+        "import cycles between sibling modules:\n{}",
+        c.join("\n")
+    );
 }
 
 #[test]
@@ -376,10 +849,20 @@ fn report_and_backend_stay_in_their_layers() {
         ("report", "world"),
         ("backend", "probe"),
         ("results", "report"),
+        ("results", "world"),
         ("acceptance", "cli"),
     ] {
         assert!(!g[m].contains(not), "{m} imports {not}: {:?}", g[m]);
     }
+    // The module graph sees `super::` paths too: no way out of the records into world.
+    let (_, edges) = module_graph(&src_files());
+    let top = |m: &str| m.split("::").next().unwrap_or_default().to_string();
+    let bad: Vec<String> = edges
+        .iter()
+        .filter(|e| top(&e.from) == "results" && top(&e.to) == "world")
+        .map(|e| format!("{}:{}", e.file, e.line))
+        .collect();
+    assert!(bad.is_empty(), "results imports world at {bad:?}");
     assert!(g["acceptance"].contains("report"), "acceptance uses report");
 }
 

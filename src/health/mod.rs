@@ -146,9 +146,11 @@ pub fn run(world: &World, g: &GlobalArgs, args: &GpuArgs, dog: Arc<Watchdog>) ->
         Some(p) => Some(crate::topology::file::Topology::load(p)?),
         None => None,
     };
-    let out = crate::results::open_records_on_rank0(world, args.out.as_deref(), |d| {
-        d.join("samples.jsonl")
-    })?;
+    let out = world
+        .on_rank0_agreed(|| {
+            crate::results::open_records(args.out.as_deref(), |d| d.join("samples.jsonl"))
+        })?
+        .flatten();
     let started = SystemTime::now();
     let t0 = Instant::now();
     let limit = Duration::from_secs_f64(g.timeout_secs() + args.burn.max(args.sdc));

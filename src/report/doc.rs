@@ -9,6 +9,7 @@
 use super::charts::{self, BwSeries};
 use super::cost;
 use super::data::{RunData, SweepData, TrainData, CHAOS_EVENTS};
+use super::text::human_bytes;
 use super::verdict;
 use super::{Block, Doc, Table};
 use crate::card::SweepCriteria;
@@ -55,22 +56,6 @@ fn secs_text(s: f64) -> String {
 
 fn f3(v: f64) -> String {
     format!("{v:.3}")
-}
-
-/// "32.1 MiB": sizes that are not a whole unit, for reading.
-pub fn human_bytes(b: u64) -> String {
-    const UNITS: [(&str, f64); 4] = [
-        ("TiB", 1099511627776.0),
-        ("GiB", 1073741824.0),
-        ("MiB", 1048576.0),
-        ("KiB", 1024.0),
-    ];
-    for (name, size) in UNITS {
-        if b as f64 >= size {
-            return format!("{:.1} {name}", b as f64 / size);
-        }
-    }
-    format!("{b} B")
 }
 
 /// Environment variables a reader can act on: the launcher's own plumbing (Open MPI

@@ -40,7 +40,7 @@ pub fn section(d: &mut Doc, data: &RunData, charts: bool) {
         r.gpus.len(),
         r.nodes.len().max(1),
         r.seconds,
-        super::doc::human_bytes(r.settings.copy_bytes),
+        super::text::human_bytes(r.settings.copy_bytes),
         r.settings.reps,
         r.settings.burn_s,
         r.settings.sample_ms
@@ -341,7 +341,7 @@ fn sdc_section(d: &mut Doc, x: &crate::results::sdc::SdcReport) {
         x.first_round,
         x.seconds,
         x.round_s_median * 1e3,
-        super::doc::human_bytes(x.bytes_per_kind),
+        super::text::human_bytes(x.bytes_per_kind),
         x.findings_total,
         x.error.as_ref().map(|e| format!("; {e}")).unwrap_or_default()
     ));

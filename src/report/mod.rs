@@ -8,15 +8,17 @@
 //! thing, and Markdown simply leaves the charts out.
 //!
 //! - `data`: reading a results folder (finished, killed, copied off the cluster);
-//! - `verdict`: the card's criteria judged from the data;
+//! - `verdict`: the card's criteria judged from the data (`criteria`: what its judges
+//!   share, a leaf);
 //! - `cost`: cost per completed unit of work;
-//! - `doc`: the report's content;
+//! - `doc`: the report's content (`text`: shared wording such as sizes, a leaf);
 //! - `markdown`, `html`: the two renderings; `charts`: the SVG charts;
 //! - `compare`: two folders side by side;
 //! - `table`: aligned text tables for the terminal.
 pub mod charts;
 pub mod compare;
 pub mod cost;
+mod criteria;
 pub mod data;
 pub mod doc;
 pub mod gpu;
@@ -24,6 +26,7 @@ pub mod html;
 pub mod markdown;
 pub mod replay;
 pub mod soak;
+pub mod text;
 use crate::table;
 
 #[derive(clap::Args, Debug, serde::Serialize)]

@@ -3,7 +3,7 @@
 //! at its size and tier, and the step as a timeline, one lane per communicator.
 use super::charts::{self, Span};
 use super::data::RunData;
-use super::doc::human_bytes;
+use super::text::human_bytes;
 use super::Doc;
 use crate::kinds::TierKind;
 use crate::results::replay::{ReplayCall, ReplayReport};

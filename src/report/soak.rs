@@ -2,10 +2,11 @@
 //! tier's busbw over the soak's time, the series that drifted or varied, the wrong
 //! elements seen) and its criteria.
 use super::charts;
+use super::criteria::{count_wrong, crit, gate, gated};
 use super::data::{RunData, SweepData};
-use super::verdict::{count_wrong, crit, gate, gated, Criterion, Status};
 use super::Doc;
 use crate::card::SoakCriteria;
+use crate::results::acceptance::{Criterion, Status};
 use crate::results::sweep::{Soak, SoakGpu, SoakSeries};
 use crate::units::Bytes;
 

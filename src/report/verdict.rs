@@ -13,7 +13,6 @@ use super::data::{ChaosTrial, ProbeRow, RunData, SweepData, TrainData};
 use crate::card::{Card, ChaosCriteria, SweepCriteria, TrainCriteria};
 use crate::kinds::CollKind;
 use crate::kinds::TierKind;
-use crate::results::acceptance::JobStatus;
 pub use crate::results::acceptance::{Criterion, Status};
 use crate::results::analysis::{Analysis, TierResult};
 use crate::results::train::TrainReport;
@@ -21,76 +20,7 @@ use crate::sweep::analysis::{analyze, Rules};
 use crate::topology::file::Topology;
 use crate::units::Bytes;
 
-/// Where a job stands, as far as its criteria are concerned.
-pub(super) enum Gate {
-    /// It ran (or there is no record of jobs: a bare folder), judge what it measured.
-    Judge,
-    /// It crashed: its criteria fail.
-    Crashed(String),
-    /// It did not run: its criteria are not run.
-    NotRun(String),
-}
-
-pub(super) fn gate(data: &RunData, job: &str) -> Gate {
-    let Some(acc) = &data.acceptance else {
-        return Gate::Judge;
-    };
-    match acc.jobs.iter().find(|j| j.name == job) {
-        None => Gate::NotRun(
-            if acc
-                .phases_selected
-                .iter()
-                .any(|p| job.starts_with(p.as_str()))
-            {
-                "the run ended before this phase".into()
-            } else {
-                "not selected (--phases)".into()
-            },
-        ),
-        Some(j) => match j.status {
-            JobStatus::Passed | JobStatus::Failed | JobStatus::LauncherCrashed => Gate::Judge,
-            JobStatus::NotAvailable | JobStatus::Skipped => Gate::NotRun(j.note.clone()),
-            JobStatus::Crashed
-            | JobStatus::TimedOut
-            | JobStatus::Interrupted
-            | JobStatus::Running => Gate::Crashed(format!("{}: {}", j.name, j.describe())),
-        },
-    }
-}
-
-/// Apply the gate of `job` to a criterion judged on what was measured.
-pub(super) fn gated(g: &Gate, mut c: Criterion) -> Criterion {
-    match g {
-        Gate::Judge => c,
-        Gate::Crashed(why) => {
-            c.status = Status::Fail;
-            c.detail = if c.detail.is_empty() {
-                why.clone()
-            } else {
-                format!("{why}; {}", c.detail)
-            };
-            c
-        }
-        Gate::NotRun(why) => {
-            c.status = Status::NotRun;
-            c.measured = "-".into();
-            c.detail = why.clone();
-            c
-        }
-    }
-}
-
-pub(super) fn crit(id: &str, phase: &str, what: String, threshold: String) -> Criterion {
-    Criterion {
-        id: id.into(),
-        phase: phase.into(),
-        what,
-        measured: "no data".into(),
-        threshold,
-        status: Status::Fail,
-        detail: String::new(),
-    }
-}
+use super::criteria::{count_wrong, crit, gate, gated, Gate};
 
 /// The criteria a folder without a card is judged by.
 pub fn default_card(data: &RunData) -> Card {
@@ -664,24 +594,6 @@ impl<'a> SweepJudge<'a> {
     }
 }
 
-/// `k` measured on the points' checks ("N wrong in M checked point(s)", PASS at 0);
-/// false when no point was checked (then it stays FAIL: "nothing checked").
-pub(super) fn count_wrong(k: &mut Criterion, points: &[crate::results::sweep::Point]) -> bool {
-    let checked = points.iter().filter(|p| p.wrong.is_some()).count();
-    let wrong: u64 = points.iter().filter_map(|p| p.wrong).sum();
-    if checked == 0 {
-        k.measured = "nothing checked".into();
-        return false;
-    }
-    k.measured = format!("{wrong} wrong in {checked} checked point(s)");
-    k.status = if wrong == 0 {
-        Status::Pass
-    } else {
-        Status::Fail
-    };
-    true
-}
-
 /// Whether the topology declares an RDMA fabric between nodes (the fabric criterion
 /// is then on by default).
 pub fn declares_rdma(topo: Option<&crate::topology::file::Topology>) -> bool {
@@ -1178,6 +1090,7 @@ mod tests {
     //! The verdict on the report fixtures (two real runs of the simulated cluster,
     //! healthy and with node3 shaped), and on copies of them changed one fact at a time.
     use super::*;
+    use crate::results::acceptance::JobStatus;
     use std::path::Path;
 
     fn load(name: &str) -> RunData {

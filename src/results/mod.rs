@@ -62,30 +62,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     result
 }
 
-/// `--out` of a workload under MPI: rank 0 makes the folder, lets `prepare` clear what
-/// an earlier run left and name the JSONL file, and opens it for appending; every rank
-/// then learns whether that worked, so a failure is one agreed error on every rank.
-/// None without `--out`, and on the other ranks.
-pub fn open_records_on_rank0(
-    world: &crate::world::World,
+/// `--out` of a workload: make the folder, let `prepare` clear what an earlier run
+/// left and name the JSONL file, and open it for appending. None without `--out`.
+/// Under MPI rank 0 calls it and tells the others whether it worked
+/// (`World::on_rank0_agreed`): the caller gathers, the records only write.
+pub fn open_records(
     out: Option<&Path>,
     prepare: impl FnOnce(&Path) -> PathBuf,
 ) -> Result<Option<Jsonl>> {
-    let mut file = None;
-    let mut problem: Option<String> = None;
-    if world.rank == 0 {
-        if let Some(dir) = out {
-            match create_out_dir(dir, "--out").and_then(|_| Jsonl::open(&prepare(dir))) {
-                Ok(j) => file = Some(j),
-                Err(e) => problem = Some(format!("{e:#}")),
-            }
-        }
-    }
-    let problem: Option<String> = world.broadcast_json(Some(&problem))?;
-    if let Some(p) = problem {
-        bail!(crate::error::Agreed(p));
-    }
-    Ok(file)
+    out.map(|dir| create_out_dir(dir, "--out").and_then(|_| Jsonl::open(&prepare(dir))))
+        .transpose()
 }
 
 /// Make an output directory (and its parents), with an error that names it.

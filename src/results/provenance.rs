@@ -1,6 +1,5 @@
 //! Provenance: what a second engineer needs to re-run and trust a result.
 use crate::kinds::Node;
-use crate::world::World;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -53,19 +52,24 @@ pub fn relevant_env() -> Vec<(String, String)> {
 }
 
 impl Provenance {
-    /// Collective: every rank calls it, with its backend's description in `stack`.
-    pub fn collect(world: &World, backend: &str, stack: &str) -> Provenance {
-        let rank_stacks = world
-            .all_gather_json(&stack.to_string())
-            .unwrap_or_else(|e| vec![format!("(not gathered: {e:#})")]);
+    /// This process's provenance, from what the caller gathered over the job: the
+    /// backend used and why, the MPI library's version, the job's size and nodes, and
+    /// every rank's data plane in rank order (`rank_stacks`).
+    pub fn new(
+        backend: &str,
+        mpi_version: String,
+        world_size: usize,
+        nodes: Vec<Node>,
+        rank_stacks: Vec<String>,
+    ) -> Provenance {
         Provenance {
             burnin_version: env!("CARGO_PKG_VERSION").to_string(),
             argv: std::env::args().collect(),
             env: relevant_env(),
-            mpi_version: crate::world::mpi_version(),
+            mpi_version,
             backend: backend.to_string(),
-            world_size: world.size,
-            nodes: world.nodes.clone(),
+            world_size,
+            nodes,
             rank_stacks,
             started_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
         }

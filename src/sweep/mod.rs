@@ -822,14 +822,17 @@ impl Sink {
 
 /// Open `--out` on rank 0 and tell every rank whether that worked (an agreed error).
 fn open_out(world: &World, out: Option<&PathBuf>) -> Result<Option<Jsonl>> {
-    results::open_records_on_rank0(world, out.map(PathBuf::as_path), |dir| {
-        let p = dir.join("points.jsonl");
-        let _ = std::fs::remove_file(&p);
-        let _ = std::fs::remove_file(dir.join("run.json"));
-        let _ = std::fs::remove_file(dir.join("interrupted.txt"));
-        crate::interrupt::set_note_file(dir.join("interrupted.txt"));
-        p
-    })
+    let open = || {
+        results::open_records(out.map(PathBuf::as_path), |dir| {
+            let p = dir.join("points.jsonl");
+            let _ = std::fs::remove_file(&p);
+            let _ = std::fs::remove_file(dir.join("run.json"));
+            let _ = std::fs::remove_file(dir.join("interrupted.txt"));
+            crate::interrupt::set_note_file(dir.join("interrupted.txt"));
+            p
+        })
+    };
+    Ok(world.on_rank0_agreed(open)?.flatten())
 }
 
 /// Everything one group measures, in order; `live` is called on each point as soon
@@ -975,7 +978,13 @@ pub fn run(
         comms: Vec::new(),
         gpu_bus,
     };
-    let provenance = Provenance::collect(world, &why, &stack);
+    let provenance = Provenance::new(
+        &why,
+        crate::world::mpi_version(),
+        world.size,
+        world.nodes.clone(),
+        world.all_gather_text(&stack),
+    );
     // Every NCCL communicator this rank creates, in order: the n-th of its NCCL log.
     run.note_comm(TierKind::World, 0, (0..world.size).collect());
     let soak_clock = run.passes(&tiers)?;

@@ -141,14 +141,17 @@ fn setup_determinism(device: Device) -> Result<Determinism> {
 
 /// Open --out on rank 0 (steps.jsonl truncated unless resuming); an agreed error.
 fn open_out(world: &World, plan: &TrainPlan) -> Result<Option<Jsonl>> {
-    results::open_records_on_rank0(world, plan.out.as_deref(), |dir| {
-        let p = dir.join("steps.jsonl");
-        if !plan.resume {
-            let _ = std::fs::remove_file(&p);
-        }
-        let _ = std::fs::remove_file(dir.join("run.json"));
-        p
-    })
+    let open = || {
+        results::open_records(plan.out.as_deref(), |dir| {
+            let p = dir.join("steps.jsonl");
+            if !plan.resume {
+                let _ = std::fs::remove_file(&p);
+            }
+            let _ = std::fs::remove_file(dir.join("run.json"));
+            p
+        })
+    };
+    Ok(world.on_rank0_agreed(open)?.flatten())
 }
 
 fn device_name(d: Device) -> String {
@@ -371,7 +374,13 @@ impl<'a> Session<'a> {
             dog.clone(),
         )?;
         let steps_file = open_out(world, &plan)?;
-        let provenance = Provenance::collect(world, &why, &be.describe());
+        let provenance = Provenance::new(
+            &why,
+            burnin::world::mpi_version(),
+            world.size,
+            world.nodes.clone(),
+            world.all_gather_text(&be.describe()),
+        );
         let uses_ckpt = plan.ckpt_every > 0 || plan.resume;
         check_ckpt_storage(world, &plan, uses_ckpt)?;
         let model = Model::new(plan.model, plan.seed, device)?;
