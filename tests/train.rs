@@ -103,14 +103,34 @@ fn resumed_run_matches_the_uninterrupted_run_bit_for_bit() {
     args.extend(common);
     let r = mpirun(4, &args, LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.all());
+    // The resume is given another seed, learning rate and batch: the checkpoint's
+    // own settings are carried over them (said on stderr), or the result would not be
+    // the uninterrupted run's.
     let mut args = vec!["train", "--resume", "--steps", "60", "--out", s(&b2)];
     args.extend(common);
+    args.extend(["--seed", "7", "--lr", "0.01", "--batch", "2"]);
     let r = mpirun(4, &args, LIMIT);
     assert_eq!(r.code, Some(0), "{}", r.all());
     assert_eq!(resumed_from(&r.stdout), Some(40), "{}", r.stdout);
+    assert!(
+        r.stderr.contains(
+            "resuming with the checkpoint's --seed 1 (this run: 7), --lr 0.003 (this run: \
+             0.01), --batch 4 (this run: 2)"
+        ),
+        "{}",
+        r.all()
+    );
     let rb1 = run_json(&b1);
     let rb2 = run_json(&b2);
     assert_eq!(rb2["first_step"], 41);
+    for (k, v) in [("seed", 1.0), ("lr", 0.003), ("batch", 4.0)] {
+        assert_eq!(
+            rb2["plan"][k].as_f64(),
+            Some(v),
+            "plan.{k}: {}",
+            rb2["plan"]
+        );
+    }
     assert_eq!(rb2["resumed"]["step"], 40);
     assert!(rb2["resumed"]["restore_s"].as_f64().unwrap() > 0.0);
     let lb2 = losses(&rb2);
@@ -188,6 +208,12 @@ fn resume_refuses_another_world_size_model_or_a_corrupt_manifest() {
         2,
         &["--width", "32"],
         &["another model", "--width 64 (this run: 32)"],
+    );
+    // Another preset is another model (its learning rate and batch would be carried).
+    refused(
+        2,
+        &["--preset", "gpu-small"],
+        &["another model", "--width 64 (this run: 512)"],
     );
 
     // A manifest changed after it was written (still valid JSON).

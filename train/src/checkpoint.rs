@@ -871,10 +871,16 @@ pub fn prepare_fresh(ctx: &CkptCtx, world: &World) -> Result<()> {
 
 /// Restore the newest checkpoint that verifies (collective). None: nothing to resume
 /// from (no checkpoint at all, or only torn ones).
+///
+/// The checkpoint's own training settings — the data stream's seed, the learning rate
+/// and the batch — replace the command line's in `plan` (and the optimizer's rate), so
+/// the resumed run continues the run that wrote it: rank 0 says what it carried over.
+/// What cannot be carried (another world size, another model) was refused by
+/// [`choose`].
 pub fn restore(
     ctx: &mut CkptCtx,
     world: &World,
-    plan: &TrainPlan,
+    plan: &mut TrainPlan,
     model: &Model,
     opt: &mut AdamW,
 ) -> Result<Option<RestoreRecord>> {
@@ -901,8 +907,14 @@ pub fn restore(
         }
         // The bytes just verified are the bytes loaded: no second read of the file.
         let restored = load_verified(world, &bytes, model, opt, m)?;
-        if world.rank == 0 {
-            warn_on_other_settings(plan, m, &restored);
+        let carried = carry_settings(plan, m, &restored);
+        opt.lr = plan.lr;
+        if world.rank == 0 && !carried.is_empty() {
+            eprintln!(
+                "burnin: note: resuming with the checkpoint's {} (the command line's apply \
+                 to fresh runs only)",
+                carried.join(", ")
+            );
         }
         let record = restore_record(world, t0, &all, dir, m, skipped, restored.seed);
         drop_newer(ctx, world, m.step)?;
@@ -1029,23 +1041,26 @@ fn load_verified(
     loaded.map_err(|e| anyhow!(e))
 }
 
-/// Rank 0's warnings when the checkpoint was trained with another seed, learning
-/// rate or batch than this run asks for.
-fn warn_on_other_settings(plan: &TrainPlan, m: &Manifest, restored: &Restored) {
+/// Put the checkpoint's seed, learning rate and batch in `plan` (pure): what differed
+/// from the command line, as `--flag checkpoint (this run: value)`.
+fn carry_settings(plan: &mut TrainPlan, m: &Manifest, restored: &Restored) -> Vec<String> {
+    let mut carried = Vec::new();
     if restored.seed != plan.seed {
-        eprintln!(
-            "burnin: warning: the checkpoint's data stream has seed {}; continuing it (--seed {} \
-             applies to fresh runs only)",
+        carried.push(format!(
+            "--seed {} (this run: {})",
             restored.seed, plan.seed
-        );
+        ));
+        plan.seed = restored.seed;
     }
-    if m.lr != plan.lr || m.batch != plan.batch {
-        eprintln!(
-            "burnin: warning: the checkpoint was trained with --lr {} --batch {}, this run uses \
-             --lr {} --batch {}: it will not match an uninterrupted run",
-            m.lr, m.batch, plan.lr, plan.batch
-        );
+    if m.lr.to_bits() != plan.lr.to_bits() {
+        carried.push(format!("--lr {} (this run: {})", m.lr, plan.lr));
+        plan.lr = m.lr;
     }
+    if m.batch != plan.batch {
+        carried.push(format!("--batch {} (this run: {})", m.batch, plan.batch));
+        plan.batch = m.batch;
+    }
+    carried
 }
 
 /// What the restore of checkpoint `m` took: the slowest rank's read, verify and
@@ -1182,6 +1197,45 @@ pub fn read_back(ctx: &CkptCtx, model: &Model, step: u64) -> Result<Option<ReadB
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resume_carries_the_checkpoints_seed_rate_and_batch_and_says_which() {
+        let mut plan = TrainPlan {
+            preset: burnin::train::args::Preset::Tiny,
+            model: cfg(),
+            batch: 8,
+            lr: 0.5,
+            steps: 10,
+            seed: 9,
+            device: burnin::train::args::DeviceChoice::Cpu,
+            bucket_bytes: 64,
+            ckpt_dir: PathBuf::from("ck"),
+            ckpt_every: 1,
+            keep: 2,
+            ckpt_bytes: None,
+            resume: true,
+            out: None,
+            log_every: 0,
+            die: None,
+            fault: None,
+            replica_check_every: 0,
+            diverge: None,
+        };
+        let m = manifest(4, 2);
+        let restored = Restored { step: 4, seed: 1 };
+        let carried = carry_settings(&mut plan, &m, &restored);
+        assert_eq!(
+            carried,
+            [
+                "--seed 1 (this run: 9)",
+                "--lr 0.1 (this run: 0.5)",
+                "--batch 2 (this run: 8)"
+            ]
+        );
+        assert_eq!((plan.seed, plan.lr, plan.batch), (1, 0.1, 2));
+        // Carried once, nothing differs any more.
+        assert!(carry_settings(&mut plan, &m, &restored).is_empty());
+    }
 
     /// burnin chaos (no libtorch) finds checkpoints by these names too.
     #[test]

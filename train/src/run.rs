@@ -429,6 +429,7 @@ impl<'a> Session<'a> {
         burnin::metrics::phase("train restore");
         let (world, plan) = (self.world, &mut self.plan);
         let resumed = if plan.resume {
+            // restore carries the checkpoint's seed, learning rate and batch into plan
             let t = Instant::now();
             let r = checkpoint::restore(&mut self.ctx, world, plan, &self.model, &mut self.opt)?;
             self.hooks.restored(
@@ -446,10 +447,7 @@ impl<'a> Session<'a> {
             None
         };
         let start = resumed.as_ref().map(|r| r.step).unwrap_or(0);
-        if let Some(r) = &resumed {
-            // Continue the checkpoint's data stream.
-            plan.seed = r.seed;
-        }
+        self.tokens_per_step = world.size as u64 * plan.batch as u64 * plan.model.seq as u64;
         if world.rank == 0 {
             announce_resume(world, plan, resumed.as_ref());
         }
