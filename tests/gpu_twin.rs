@@ -781,7 +781,7 @@ fn tiers_on_two_simulated_nodes_run_over_nccl_with_p2p_inside_and_sockets_betwee
         prefix: "bg-",
         subnet: "10.81.0",
     };
-    let Some(_down) = SIM.up(&[]) else { return };
+    let _down = require!(SIM.up(&[]));
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("tiers");
     // 4 ranks fill node0 and node1: 2 twin GPUs each.
@@ -828,13 +828,40 @@ fn tiers_on_two_simulated_nodes_run_over_nccl_with_p2p_inside_and_sockets_betwee
         assert!(tiers.contains(&t), "tier {t}: {tiers:?}");
     }
     assert_eq!(run["wrong_total"], 0);
-    let transport = run["transport"].to_string();
-    assert!(
-        transport.contains("P2P/CUMEM") && transport.contains("NET/Socket"),
-        "{transport}"
-    );
+    // Every tier's own line, from its own communicators: NCCL numbers the ranks of a
+    // sub-communicator from 0, and only burnin's map from them to world ranks puts
+    // each on its node (rail 1 is world ranks 1 and 3: its rank 1 is on node1).
+    let tiers = run["transport"]["tiers"].as_array().unwrap();
+    let line = |name: &str, key: &str| -> Option<String> {
+        let t = tiers
+            .iter()
+            .find(|t| t["tier"] == name)
+            .unwrap_or_else(|| panic!("tier {name}: {}", run["transport"]));
+        t[key].as_str().map(str::to_string)
+    };
+    let (p2p, net) = ("P2P/CUMEM", "NET/Socket");
+    for (name, intra_node, inter_node) in [
+        ("intra", Some(p2p), None),
+        ("inter", None, Some(net)),
+        ("rails", None, Some(net)),
+        ("world", Some(p2p), Some(net)),
+    ] {
+        let (i, x) = (line(name, "intra_node"), line(name, "inter_node"));
+        for (got, want, other) in [(&i, intra_node, net), (&x, inter_node, p2p)] {
+            match want {
+                Some(w) => assert!(
+                    got.as_deref()
+                        .is_some_and(|g| g.starts_with(w) && !g.contains(other)),
+                    "{name}: {got:?}, want {w}: {}",
+                    run["transport"]
+                ),
+                None => assert_eq!(got, &None, "{name}: {}", run["transport"]),
+            }
+        }
+    }
+    // (two nodes make one node pair: the pairs tier would be the world's group)
+    assert_eq!(tiers.len(), 4, "{}", run["transport"]);
     assert!(r.stdout.contains("intra-node: P2P/CUMEM"), "{}", r.all());
-    assert!(r.stdout.contains("NET/Socket"), "{}", r.all());
 }
 
 /// `burnin gpu` on a four-GPU twin (one node, four ranks) with a short burn and small

@@ -68,9 +68,7 @@ fn tier_median(run: &serde_json::Value, tier: &str, coll: &str) -> f64 {
 // One test, in sequence: the cluster is a shared resource of this machine.
 #[test]
 fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut() {
-    let Some(_down) = SIM.up(&["--rate", "2gbit", "--shape", "node3=500mbit"]) else {
-        return;
-    };
+    let _down = require!(SIM.up(&["--rate", "2gbit", "--shape", "node3=500mbit"]));
     let dir = tempfile::tempdir().unwrap();
 
     // 1. node3 shaped to a quarter of the others: named, and the run fails.
@@ -140,11 +138,27 @@ fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut(
             .unwrap_or_else(|| panic!("tier {name}: {}", run["transport"]))
             .clone()
     };
-    assert_eq!(tier("intra")["intra_node"], "shared memory (vader)");
-    assert!(tier("intra")["inter_node"].is_null());
-    assert_eq!(tier("inter")["inter_node"], "tcp over eth0");
-    assert_eq!(tier("world")["intra_node"], "shared memory (vader)");
-    assert_eq!(tier("world")["inter_node"], "tcp over eth0");
+    //    Every tier's own line, from its own groups (world ranks placed on their
+    //    nodes): intra has no inter-node pair; inter (first ranks) and each rail (local
+    //    rank k of every node) no intra-node pair; world and the node pairs both.
+    let (shm, tcp) = ("shared memory (vader)", "tcp over eth0");
+    for (name, intra_node, inter_node) in [
+        ("intra", Some(shm), None),
+        ("inter", None, Some(tcp)),
+        ("rails", None, Some(tcp)),
+        ("pairs", Some(shm), Some(tcp)),
+        ("world", Some(shm), Some(tcp)),
+    ] {
+        let t = tier(name);
+        assert_eq!(t["intra_node"].as_str(), intra_node, "{name}: {t}");
+        assert_eq!(t["inter_node"].as_str(), inter_node, "{name}: {t}");
+    }
+    assert_eq!(
+        run["transport"]["tiers"].as_array().unwrap().len(),
+        5,
+        "{}",
+        run["transport"]
+    );
     assert!(
         r.stdout
             .contains("intra-node: shared memory (vader); inter-node: tcp over eth0"),
