@@ -372,7 +372,7 @@ pub fn start(
 }
 
 // ----------------------------------------------------------------------------
-// What each workload reports: every name burnin writes is below (and in the README).
+// What each workload reports: every name burnin writes is below (and in docs/metrics.md).
 
 /// A sweep point (rank 0, as it is recorded): busbw, algbw and size of the latest
 /// measured size per tier, group, collective, type and op; points and wrong elements
