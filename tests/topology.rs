@@ -139,14 +139,15 @@ fn simulated_cluster_names_the_slow_node_passes_when_healthy_and_survives_a_cut(
             .clone()
     };
     //    Every tier's own line, from its own groups (world ranks placed on their
-    //    nodes): intra has no inter-node pair; inter (first ranks) and each rail (local
-    //    rank k of every node) no intra-node pair; world and the node pairs both.
+    //    nodes): intra has no inter-node pair; inter (first ranks), each rail (local
+    //    rank k of every node) and each node pair (one rank a node) no intra-node
+    //    pair; world both.
     let (shm, tcp) = ("shared memory (vader)", "tcp over eth0");
     for (name, intra_node, inter_node) in [
         ("intra", Some(shm), None),
         ("inter", None, Some(tcp)),
         ("rails", None, Some(tcp)),
-        ("pairs", Some(shm), Some(tcp)),
+        ("pairs", None, Some(tcp)),
         ("world", Some(shm), Some(tcp)),
     ] {
         let t = tier(name);
