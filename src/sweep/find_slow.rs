@@ -5,7 +5,7 @@
 //! crosses every pair of its nodes; points are recorded with tier `bisect`.
 use super::TierRun;
 use crate::kinds::{CollKind, RedOp, TierKind};
-use crate::results::sweep::{FindSlow, FindSlowStep, Plan, Point};
+use crate::results::sweep::{FindSlow, FindSlowStep, Plan};
 use crate::topology::{self, bisect::Bisection, Round, Tier};
 use anyhow::Result;
 
@@ -49,6 +49,10 @@ pub fn node_rate(busbw_gbps: f64, ranks: usize, nodes: usize) -> f64 {
 /// Bounds the search even if a planner bug never ended it.
 const MAX_ROUNDS: usize = 64;
 
+/// How many times a group judged slow is measured again before the search hears of
+/// it ([`TierRun::remeasure_slow`]).
+pub const REMEASURE: usize = 2;
+
 impl TierRun<'_> {
     /// Run the search; rank 0 gets what it found (other ranks None).
     pub(super) fn find_slow(
@@ -82,6 +86,7 @@ impl TierRun<'_> {
             };
             index += groups.len();
             self.round(&tier, 0)?;
+            self.remeasure_slow(&tier, search.as_ref())?;
             if let Some(s) = search.as_mut() {
                 steps.extend(self.judge_round(&tier, round, s));
             }
@@ -89,21 +94,58 @@ impl TierRun<'_> {
         Ok(search.map(|s| self.found(&s, fraction, steps)))
     }
 
+    /// Measure again, at most [`REMEASURE`] times, the groups of the round just run
+    /// that the search would judge slow, before it hears of them: on a busy node one
+    /// measurement can catch a stall that says nothing about the fabric, and noise
+    /// only ever slows a transfer, so a group counts at its best measurement
+    /// ([`TierRun::group_busbw`]). A slow link stays slow every time; a stall does not
+    /// come back on cue. Collective: rank 0 decides, every rank runs.
+    fn remeasure_slow(&mut self, tier: &Tier, search: Option<&Bisection>) -> Result<()> {
+        let groups = &tier.rounds[0].groups;
+        for _ in 0..REMEASURE {
+            let slow: Option<Vec<usize>> = search.map(|s| {
+                let rates: Vec<f64> = groups.iter().map(|g| self.group_rate(g)).collect();
+                let below = s.below_threshold(&rates);
+                (0..groups.len()).filter(|&k| below[k]).collect()
+            });
+            let slow: Vec<usize> = self.world.broadcast_json(slow.as_ref())?;
+            if slow.is_empty() {
+                break;
+            }
+            let again = Tier {
+                kind: tier.kind,
+                rounds: vec![Round {
+                    groups: slow.iter().map(|&k| groups[k].clone()).collect(),
+                }],
+            };
+            self.round(&again, 0)?;
+        }
+        Ok(())
+    }
+
+    /// A bisection group's busbw: the best of its measurements (0: none).
+    fn group_busbw(&self, g: &topology::Group) -> f64 {
+        self.sink
+            .points
+            .iter()
+            .filter(|p| p.tier == TierKind::Bisect && p.group == g.index)
+            .map(|p| p.busbw_gbps)
+            .fold(0.0, f64::max)
+    }
+
+    /// A bisection group's per-node link rate, from [`TierRun::group_busbw`].
+    fn group_rate(&self, g: &topology::Group) -> f64 {
+        node_rate(self.group_busbw(g), g.members.len(), g.nodes.len())
+    }
+
     /// rank 0: the round's rates into the search; its groups' steps, judged once the
     /// search is over (see [`TierRun::found`]).
     fn judge_round(&self, tier: &Tier, round: usize, s: &mut Bisection) -> Vec<FindSlowStep> {
         let groups = &tier.rounds[0].groups;
-        let point_of = |g: &topology::Group| -> Option<&Point> {
-            self.sink
-                .points
-                .iter()
-                .rev()
-                .find(|p| p.tier == TierKind::Bisect && p.group == g.index)
-        };
         let steps: Vec<FindSlowStep> = groups
             .iter()
             .map(|g| {
-                let busbw = point_of(g).map_or(0.0, |p| p.busbw_gbps);
+                let busbw = self.group_busbw(g);
                 FindSlowStep {
                     round,
                     label: g.label.clone(),

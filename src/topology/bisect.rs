@@ -179,6 +179,18 @@ fn halves(items: &[usize]) -> [Vec<usize>; 2] {
     ]
 }
 
+/// [`Bisection::threshold`] over the rates `seen` (size in nodes, rate).
+fn threshold_over(seen: &[(usize, f64)], k: usize, fraction: f64, floor: Option<f64>) -> f64 {
+    let near = |&&(size, _): &&(usize, f64)| size <= 2 * k;
+    let best = |it: &mut dyn Iterator<Item = f64>| it.fold(0.0, f64::max);
+    let mut b = best(&mut seen.iter().filter(near).map(|s| s.1));
+    if b <= 0.0 {
+        b = best(&mut seen.iter().map(|s| s.1));
+    }
+    let rel = fraction * b;
+    floor.map_or(rel, |f| rel.max(f))
+}
+
 fn union(a: &[usize], b: &[usize]) -> Vec<usize> {
     let mut u: Vec<usize> = a.iter().chain(b).copied().collect();
     u.sort_unstable();
@@ -285,14 +297,25 @@ impl Bisection {
     /// can run slower than a small one on a healthy fabric (incast) but not faster,
     /// and the search only ever compares a group with its parts and its peers.
     fn threshold(&self, k: usize) -> f64 {
-        let near = |&&(size, _): &&(usize, f64)| size <= 2 * k;
-        let best = |it: &mut dyn Iterator<Item = f64>| it.fold(0.0, f64::max);
-        let mut b = best(&mut self.seen.iter().filter(near).map(|s| s.1));
-        if b <= 0.0 {
-            b = best(&mut self.seen.iter().map(|s| s.1));
-        }
-        let rel = self.fraction * b;
-        self.floor_gbps.map_or(rel, |f| rel.max(f))
+        threshold_over(&self.seen, k, self.fraction, self.floor_gbps)
+    }
+
+    /// Which groups of the round [`Bisection::next_round`] returned would be judged
+    /// slow if `rates_gbps` (in its order) were recorded now: the driver measures
+    /// those again before it records (see `sweep::find_slow`). Pure.
+    pub fn below_threshold(&self, rates_gbps: &[f64]) -> Vec<bool> {
+        let sizes: Vec<usize> = self
+            .current
+            .iter()
+            .map(|&(j, p)| self.jobs[j].probes[p].nodes.len())
+            .collect();
+        let mut seen = self.seen.clone();
+        seen.extend(sizes.iter().zip(rates_gbps).map(|(&k, &r)| (k, r)));
+        sizes
+            .iter()
+            .zip(rates_gbps)
+            .map(|(&k, &r)| r < threshold_over(&seen, k, self.fraction, self.floor_gbps))
+            .collect()
     }
 
     /// The rate (GB/s) of each group of the round [`Bisection::next_round`] returned,
@@ -1026,6 +1049,22 @@ mod tests {
         assert!(!b.finding.path[1].slow, "{:?}", b.finding.path[1]);
         b.record(&[50.0, 24.0]);
         assert!(b.finding.path[3].slow, "{:?}", b.finding.path[3]);
+    }
+
+    #[test]
+    fn below_threshold_judges_a_round_with_its_own_rates_and_records_nothing() {
+        let mut b = Bisection::new(8, 0.8, None);
+        let round = b.next_round().unwrap();
+        assert_eq!(round, vec![vec![0, 1], vec![2, 3], vec![4, 5], vec![6, 7]]);
+        // The round's best (1.0) is the reference: 0.79 is below 0.8 of it, 0.8 is not.
+        let rates = [1.0, 0.8, 0.79, 0.95];
+        assert_eq!(b.below_threshold(&rates), [false, false, true, false]);
+        assert_eq!(b.below_threshold(&rates), [false, false, true, false]);
+        assert_eq!(b.finding().rounds, 0, "nothing recorded");
+        // The same rates recorded judge the same way.
+        b.record(&rates);
+        let slow: Vec<bool> = b.finding().path.iter().map(|d| d.slow).collect();
+        assert_eq!(slow, [false, false, true, false]);
     }
 
     #[test]
