@@ -30,6 +30,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Steps of its own compute time the `slow` fault's sleep is a multiple of.
+pub const SLOW_WINDOW: usize = 8;
+
 /// What happened before a step's own work (seconds).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PreStep {
@@ -56,8 +59,12 @@ pub struct Hooks {
     /// Ranks that inject the fault.
     victims: Vec<usize>,
     ckpt_root: PathBuf,
+    /// This rank's own compute time of each step, the `slow` fault's sleep left out.
     own_compute: Vec<f64>,
-    slow_extra: Option<Duration>,
+    /// The `slow` fault's factor, once injected.
+    slow_factor: Option<f64>,
+    /// The sleep before the step under way.
+    slept: Duration,
     first_step_seen: bool,
     step_started: Option<Instant>,
 }
@@ -216,7 +223,8 @@ impl Hooks {
             victims,
             ckpt_root: ckpt_root.to_path_buf(),
             own_compute: Vec::new(),
-            slow_extra: None,
+            slow_factor: None,
+            slept: Duration::ZERO,
             first_step_seen: false,
             step_started: None,
         })
@@ -256,9 +264,12 @@ impl Hooks {
         self.step_started = Some(Instant::now());
         self.heartbeat.set_step(step);
         let mut pre = PreStep::default();
-        if let Some(extra) = self.slow_extra {
-            std::thread::sleep(extra);
-            pre.slow_s = extra.as_secs_f64();
+        self.slept = self
+            .slow_factor
+            .map_or(Duration::ZERO, |f| self.slow_sleep(f));
+        if !self.slept.is_zero() {
+            std::thread::sleep(self.slept);
+            pre.slow_s = self.slept.as_secs_f64();
         }
         let limit = self.deadlines.step();
         match self.checkin.check_in(step, limit) {
@@ -286,15 +297,30 @@ impl Hooks {
         pre
     }
 
-    /// After step `step` on this rank: its compute time (fault sleep included) feeds
-    /// the slow fault's baseline; the whole iteration's time feeds the deadlines.
+    /// The `slow` fault's sleep before a step: (factor − 1) × this rank's median own
+    /// compute time over its last [`SLOW_WINDOW`] steps (the first, warm-up step left
+    /// out once there are others). Tracking the recent steps, not the few before the
+    /// fault, keeps the rank `factor` times slower than itself as the machine's load
+    /// changes: a baseline frozen at an early step on a busy machine could make it no
+    /// slower than the others, and no straggler to find.
+    fn slow_sleep(&self, factor: f64) -> Duration {
+        let seen = match self.own_compute.len() {
+            0 | 1 => &self.own_compute[..],
+            n => &self.own_compute[1.max(n.saturating_sub(SLOW_WINDOW))..],
+        };
+        let base = deadline::quantile(seen, 0.5);
+        Duration::from_secs_f64((base * (factor - 1.0)).max(0.0))
+    }
+
+    /// After step `step` on this rank: its compute time (the fault's sleep included)
+    /// less the sleep feeds the slow fault's baseline; the whole iteration's time
+    /// feeds the deadlines.
     pub fn after_step(&mut self, step: u64, compute_s: f64) {
         if let Some(t) = self.step_started.take() {
             self.deadlines.observe_iteration(t.elapsed().as_secs_f64());
         }
-        if self.slow_extra.is_none() {
-            self.own_compute.push(compute_s);
-        }
+        self.own_compute
+            .push((compute_s - self.slept.as_secs_f64()).max(0.0));
         if !self.first_step_seen {
             self.first_step_seen = true;
             if self.rank == 0 {
@@ -386,20 +412,15 @@ impl Hooks {
                 }
             }
             FaultKind::Slow => {
-                // The first step is warm-up: left out once there are others.
-                let seen = match self.own_compute.len() {
-                    0 | 1 => &self.own_compute[..],
-                    _ => &self.own_compute[1..],
-                };
-                let base = deadline::quantile(seen, 0.5);
-                let extra = Duration::from_secs_f64(base * (plan.slow_factor - 1.0));
-                self.slow_extra = Some(extra);
+                let extra = self.slow_sleep(plan.slow_factor);
+                self.slow_factor = Some(plan.slow_factor);
                 say(
                     &format!(
-                        "from now on each step sleeps {:.1} ms more ({}x its median compute time of {:.1} ms)",
+                        "from now on each step sleeps {:.1} ms more ({} - 1 times its median compute \
+                         time of its last {SLOW_WINDOW} steps: {:.1} ms now)",
                         extra.as_secs_f64() * 1e3,
                         plan.slow_factor,
-                        base * 1e3
+                        extra.as_secs_f64() * 1e3 / (plan.slow_factor - 1.0)
                     ),
                     &self.events,
                 );
