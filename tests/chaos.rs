@@ -279,7 +279,7 @@ fn kill_and_hang_under_plain_mpirun_recover_with_parity_and_name_the_hung_rank()
 }
 
 #[test]
-fn long_sim_cluster_kill_ten_trials_recover_fast_with_parity() {
+fn long_sim_cluster_kill_four_trials_recover_fast_with_parity() {
     let _s = serial();
     let cluster = SIM.up(&[]);
     let launch = match &cluster {
@@ -301,7 +301,7 @@ fn long_sim_cluster_kill_ten_trials_recover_fast_with_parity() {
             "--fault-step",
             "random",
             "--trials",
-            "10",
+            "4",
             "--seed",
             "2024",
         ],
@@ -313,12 +313,12 @@ fn long_sim_cluster_kill_ten_trials_recover_fast_with_parity() {
     assert_eq!(r.code, Some(0), "{}", r.all());
     assert_no_panic(&r);
     let rep = report(&out);
-    assert_clean(&rep, 10);
+    assert_clean(&rep, 4);
     let s = &rep["summary"];
-    assert_eq!(s["recovered"], 10);
+    assert_eq!(s["recovered"], 4);
     let detect = f(&s["all"]["detect_s"]["median"]);
     let total = f(&s["all"]["total_recovery_s"]["median"]);
-    eprintln!("kill x10: detection median {detect:.3} s, recovery median {total:.2} s");
+    eprintln!("kill x4: detection median {detect:.3} s, recovery median {total:.2} s");
     assert!(detect <= 1.0, "detection median {detect} s");
     assert!(total <= 15.0, "recovery median {total} s");
     let ranks = if cluster.is_some() { 8 } else { 4 };
@@ -331,7 +331,7 @@ fn long_sim_cluster_kill_ten_trials_recover_fast_with_parity() {
 }
 
 #[test]
-fn long_sim_cluster_soak_of_21_trials_three_of_every_kind() {
+fn long_sim_cluster_seven_trials_one_of_every_kind() {
     let _s = serial();
     let _cluster = require!(SIM.up(&[]));
     let dir = tempfile::tempdir().unwrap();
@@ -344,7 +344,7 @@ fn long_sim_cluster_soak_of_21_trials_three_of_every_kind() {
             "--kind-order",
             "cycle",
             "--trials",
-            "21",
+            "7",
             "--seed",
             "11",
         ],
@@ -356,8 +356,9 @@ fn long_sim_cluster_soak_of_21_trials_three_of_every_kind() {
     assert_eq!(r.code, Some(0), "{}", r.all());
     assert_no_panic(&r);
     let rep = report(&out);
-    assert_clean(&rep, 21);
-    // three of every kind, each recovered (or, slow, completed) with parity
+    assert_clean(&rep, 7);
+    // one of every kind, each recovered (or, slow, completed) with parity (the
+    // 21-trial soak, three of each, is `launch/chaos-soak`: minutes, not a test)
     for family in [
         "kill",
         "exit",
@@ -373,7 +374,7 @@ fn long_sim_cluster_soak_of_21_trials_three_of_every_kind() {
             .iter()
             .filter(|t| t["family"] == family)
             .count();
-        assert_eq!(n, 3, "{family}");
+        assert_eq!(n, 1, "{family}");
     }
     let trial = |family: &str| -> Value {
         rep["trials"]

@@ -1,11 +1,15 @@
 //! Interruption at any point: Ctrl-C (SIGINT to mpirun, which hands the ranks SIGTERM)
-//! at random moments of sweep and train, 20 times each. Every time: the job ends
+//! at random moments of sweep, train and an acceptance run, [`ROUNDS`] times each (a
+//! new seed every run, printed: the moments differ from run to run). Every time: the job ends
 //! promptly, rank 0 says what was done, no process is left behind, every JSONL line
 //! parses, run.json is complete or absent, and a checkpointed run still resumes.
 mod common;
 use common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// Interruptions per test.
+const ROUNDS: usize = 10;
 
 /// A small deterministic generator (the seed is printed, so a failure can be re-run).
 struct Lcg(u64);
@@ -129,7 +133,7 @@ fn ctrl_c_during_sweeps_leaves_whole_results_and_no_process() {
     let dir = tempfile::tempdir().unwrap();
     let mut measuring = 0;
     let mut reported = 0;
-    for i in 0..20 {
+    for i in 0..ROUNDS {
         let out = dir.path().join(format!("s{i}"));
         let args = [
             "sweep",
@@ -175,7 +179,9 @@ fn ctrl_c_during_sweeps_leaves_whole_results_and_no_process() {
         }
         assert_no_panic(&r);
     }
-    eprintln!("{measuring} of 20 interruptions came while measuring; rank 0 said so in {reported}");
+    eprintln!(
+        "{measuring} of {ROUNDS} interruptions came while measuring; rank 0 said so in {reported}"
+    );
     assert!(
         measuring < 3 || reported > 0,
         "rank 0 never said it was interrupted in {measuring} interruptions while measuring"
@@ -190,7 +196,7 @@ fn ctrl_c_during_training_never_tears_a_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
     let ck = dir.path().join("ck");
     let out = dir.path().join("out");
-    for i in 0..20 {
+    for i in 0..ROUNDS {
         let mut args = vec![
             "train",
             "--steps",
@@ -218,7 +224,7 @@ fn ctrl_c_during_training_never_tears_a_checkpoint() {
             check_results(&o, "steps.jsonl");
         }
     }
-    // After 20 interruptions the run still resumes from a verified checkpoint and ends.
+    // After its interruptions the run still resumes from a verified checkpoint and ends.
     let o = out.join("final");
     let r = mpirun(
         2,
@@ -279,7 +285,7 @@ fn ctrl_c_during_acceptance_runs_ends_every_phase_and_reports_what_was_measured(
     )
     .unwrap();
     let mut reported = 0;
-    for i in 0..20 {
+    for i in 0..ROUNDS {
         let out = dir.path().join(format!("r{i}"));
         let mut c = std::process::Command::new(bin());
         c.args(["run", "-q", "--card"])
@@ -323,7 +329,7 @@ fn ctrl_c_during_acceptance_runs_ends_every_phase_and_reports_what_was_measured(
             }
         }
     }
-    eprintln!("{reported} of 20 interruptions came mid-run and were reported");
+    eprintln!("{reported} of {ROUNDS} interruptions came mid-run and were reported");
     assert!(
         reported > 0,
         "no interruption landed while the run was measuring"
