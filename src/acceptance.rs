@@ -1048,7 +1048,7 @@ mod tests {
         let a = sweep_args(&card, Some(Path::new("/t/sim.toml")), Path::new("/r/sweep"));
         let text = a.join(" ");
         assert!(
-            text.starts_with("sweep -c all_reduce,all_gather -b 64KiB -e 16MiB --tiers all"),
+            text.starts_with("sweep -c all_reduce,all_gather -b 256KiB -e 16MiB --tiers all -f 4"),
             "{text}"
         );
         assert!(
