@@ -288,6 +288,123 @@ fn bad_traces_are_refused_naming_the_flag() {
     );
 }
 
+/// A real job's trace: PyTorch's Flight Recorder dumps of a torch.distributed job on
+/// gloo recorded on this machine (tests/fixtures/traces/torch-gloo), replayed on 2
+/// ranks, every result checked, PASS (a whole trace, nothing asked beyond it).
+#[test]
+fn a_real_torch_gloo_flight_recorder_trace_replays_checked() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let fx = format!(
+        "{}/tests/fixtures/traces/torch-gloo",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (r0, r1) = (format!("{fx}/rank_0"), format!("{fx}/rank_1"));
+    let out = dir.path().join("out");
+    let r = replay(
+        2,
+        &[
+            "--trace",
+            &r0,
+            &r1,
+            "--steps",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let j = read(&out.join("replay.json"));
+    assert_eq!(j["status"], "PASS", "{j}");
+    assert_eq!(j["wrong"], 0, "{j}");
+    assert_eq!(j["calls_per_step"], serde_json::json!([12, 12]), "{j}");
+    let notes = j["notes"].to_string();
+    assert!(notes.contains("Flight Recorder records no root"), "{notes}");
+    // Asked to judge a slowdown without source times: NOT RUN, not PASS.
+    let r = replay(
+        2,
+        &[
+            "--trace",
+            &r0,
+            &r1,
+            "--steps",
+            "2",
+            "--max-slowdown",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let j = read(&out.join("replay.json"));
+    assert_eq!(j["status"], "NOT RUN", "{j}");
+    assert!(
+        j["verdict"].as_str().unwrap().contains("no source times"),
+        "{j}"
+    );
+}
+
+/// The data + tensor parallel trace without rank 3's lines (a log collected from 3 of
+/// the 4 processes): refused with exit 2 naming each communicator that misses it and
+/// why that matters; with `--allow-partial` the whole communicators are replayed and
+/// the verdict is NOT COMPARABLE, never PASS.
+#[test]
+fn a_trace_that_is_not_the_whole_job_is_refused_or_not_comparable() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dp_tp_log(dir.path());
+    let text = std::fs::read_to_string(&log).unwrap();
+    let three: String = text
+        .lines()
+        .filter(|l| !l.starts_with("gpu-b:1003:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let part = dir.path().join("three.log");
+    std::fs::write(&part, three).unwrap();
+    let r = replay(4, &["--trace", part.to_str().unwrap()]);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    for want in [
+        "--trace: the trace is not the whole job",
+        "communicator 0x1111 of 4 rank(s): the trace holds 3 of them (global rank(s) 0-2), its rank(s) 3 missing",
+        "communicator 0xa1 of 2 rank(s): the trace holds 1 of them",
+        "--allow-partial",
+    ] {
+        assert!(r.stderr.contains(want), "{want}\n{}", r.all());
+    }
+    let out = dir.path().join("out");
+    let r = replay(
+        4,
+        &[
+            "--trace",
+            part.to_str().unwrap(),
+            "--allow-partial",
+            "--steps",
+            "2",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let j = read(&out.join("replay.json"));
+    assert_eq!(j["status"], "NOT COMPARABLE", "{j}");
+    assert_eq!(j["wrong"], 0, "{j}");
+    // What was replayed: tp0 {0,1} and dp0 {0,2}, the whole ones.
+    let mut comms: Vec<String> = j["comms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c[0].as_str().unwrap().to_string())
+        .collect();
+    comms.sort();
+    assert_eq!(comms, ["0xa0", "0xd0"], "{j}");
+    let nc = j["not_comparable"].to_string();
+    assert!(
+        nc.contains("0x1111") && nc.contains("0xd1") && nc.contains("0xa1"),
+        "{nc}"
+    );
+    assert!(r.stdout.contains("# replay: NOT COMPARABLE"), "{}", r.all());
+}
+
 /// The 4-rank data + tensor parallel trace replayed on 8 ranks with `--grow auto`: the
 /// data-parallel groups (across the trace's hosts) grow over the two copies of the
 /// job, the tensor-parallel ones (inside a host) repeat per copy; every result checked.

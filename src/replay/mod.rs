@@ -68,6 +68,12 @@ pub struct ReplayArgs {
     /// Check every result of one step (1) or not (0).
     #[arg(long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
     pub check: u8,
+    /// Replay a trace that is not the whole job (ranks missing from a communicator,
+    /// ranks that disagree, calls that cannot be placed): its whole communicators
+    /// only, the rest NOT COMPARABLE in the verdict. Without it such a trace is
+    /// refused (exit 2) naming what is missing.
+    #[arg(long = "allow-partial")]
+    pub allow_partial: bool,
     /// Fail when a step takes more than this many times the source's communication
     /// time (needs a trace with times).
     #[arg(long = "max-slowdown", value_name = "X")]
@@ -144,10 +150,18 @@ pub fn load(args: &ReplayArgs) -> Result<Trace, String> {
         }
         _ => trace::parse_nccl(&refs),
     };
+    let t = if t.problems.is_empty() {
+        t
+    } else if args.allow_partial {
+        t.whole_part()
+    } else {
+        return Err(not_whole(&t));
+    };
     if t.calls.iter().all(Vec::is_empty) {
         let why = t
-            .warnings
+            .left_out
             .first()
+            .or(t.warnings.first())
             .cloned()
             .unwrap_or_else(|| "no collective calls found".into());
         return Err(format!("--trace: nothing to replay: {why}"));
@@ -155,16 +169,32 @@ pub fn load(args: &ReplayArgs) -> Result<Trace, String> {
     Ok(t)
 }
 
+/// Why a trace that is not the whole job is refused: each problem on a line.
+pub fn not_whole(t: &Trace) -> String {
+    let shown: Vec<String> = t
+        .problems
+        .iter()
+        .take(12)
+        .map(|p| format!("  - {p}"))
+        .collect();
+    let more = t.problems.len().saturating_sub(shown.len());
+    format!(
+        "--trace: the trace is not the whole job, and a replay of part of it would be judged as if it were:\n{}{}\n(pass --allow-partial to replay its whole communicators only; the rest is then NOT COMPARABLE)",
+        shown.join("\n"),
+        if more > 0 { format!("\n  - and {more} more") } else { String::new() }
+    )
+}
+
 /// Each rank's step: the last `step_calls` calls, or the repeating block at the end.
 pub fn steps_of(t: &Trace, step_calls: Option<usize>) -> Vec<Vec<TraceCall>> {
     t.calls
         .iter()
         .map(|calls| {
-            let p = step_calls
-                .or_else(|| trace::step_period(calls))
-                .unwrap_or(calls.len())
-                .min(calls.len());
-            calls[calls.len() - p..].to_vec()
+            let (from, p) = match step_calls {
+                Some(p) => (calls.len().saturating_sub(p), p),
+                None => trace::step_range(calls).unwrap_or((0, calls.len())),
+            };
+            calls[from..(from + p).min(calls.len())].to_vec()
         })
         .collect()
 }
@@ -187,11 +217,26 @@ pub fn consistent(t: &Trace, steps: &[Vec<TraceCall>]) -> Result<(), String> {
         };
         let want = on(first);
         if let Some(&g) = comm.members.iter().find(|&&g| on(g) != want) {
+            let theirs = on(g);
+            let at = want.iter().zip(&theirs).position(|(a, b)| a != b);
+            let what = match at {
+                Some(i) => format!(
+                    ", the {}-th differs: {} of {} {} against {} of {} {}",
+                    i + 1,
+                    want[i].0.name(),
+                    want[i].1,
+                    want[i].2,
+                    theirs[i].0.name(),
+                    theirs[i].1,
+                    theirs[i].2
+                ),
+                None => String::new(),
+            };
             return Err(format!(
-                "communicator {}: rank {first} makes {} collective(s) a step on it, rank {g} {} (or others): pass --step-calls, or a trace of whole steps",
+                "communicator {}: rank {first} makes {} collective(s) a step on it, rank {g} {}{what} (or others): pass --step-calls, or a trace of whole steps",
                 comm.id,
                 want.len(),
-                on(g).len()
+                theirs.len()
             ));
         }
     }
@@ -426,6 +471,11 @@ fn prepare(
                 .iter()
                 .take_while(|y| !matches!(y.op, Op::Coll(_)) && y.comm == x.comm)
                 .count();
+            for y in &step[i..i + run] {
+                if let Some(note) = &y.note {
+                    note_once(notes, note.clone());
+                }
+            }
             let (key, g) = prepare_group(world, t, &step[i..i + run], bi, &*bes[bi].1, &mut seq)?;
             out.push(Prepared {
                 key: key_index(&mut keys, key),
@@ -441,6 +491,9 @@ fn prepare(
         let (mut dtype, mut count, mut op) = (x.dtype, x.count, x.red);
         if let Some(note) = &x.dtype_note {
             note_once(notes, format!("{note} (the same bytes)"));
+        }
+        if let Some(note) = &x.note {
+            note_once(notes, note.clone());
         }
         if !be.supports(dtype, red) {
             // The same bytes in a type the backend has (timing, not the arithmetic).
@@ -842,10 +895,12 @@ fn finish(
         wrong: (args.check == 1).then_some(wrong),
         wrong_calls,
         max_slowdown: args.max_slowdown,
+        not_comparable: t.left_out.clone(),
         pass: true,
+        status: String::new(),
         verdict: String::new(),
     };
-    (r.pass, r.verdict) = rec::judge(&r);
+    (r.pass, r.status, r.verdict) = rec::judge(&r);
     r
 }
 
@@ -939,11 +994,7 @@ fn print_report(r: &ReplayReport) {
     if let Some(w) = r.wrong {
         println!("# checked: {w} wrong element(s)");
     }
-    println!(
-        "# replay: {} — {}",
-        if r.pass { "PASS" } else { "FAIL" },
-        r.verdict
-    );
+    println!("# replay: {} — {}", r.status, r.verdict);
 }
 
 #[cfg(test)]
@@ -958,6 +1009,7 @@ mod tests {
             count,
             dtype: Dtype::F32,
             dtype_note: None,
+            note: None,
             red: RedOp::Sum,
             root: 0,
             source_us: None,
@@ -972,6 +1024,7 @@ mod tests {
             comms: vec![trace::TraceComm {
                 id: "w".into(),
                 members: vec![0, 1],
+                problems: Vec::new(),
             }],
             // a set-up call, then three steps of two calls
             calls: vec![
@@ -1025,6 +1078,7 @@ mod tests {
         let comms = vec![trace::TraceComm {
             id: "pp".into(),
             members: vec![2, 0],
+            problems: Vec::new(),
         }];
         // Rank 2 (comm rank 0) sends 100 then receives 50; rank 0 the other way.
         let steps = vec![

@@ -97,6 +97,7 @@ pub fn scale(
                 members: (0..k)
                     .flat_map(|j| comm.members.iter().map(move |g| g + j * r))
                     .collect(),
+                problems: comm.problems.clone(),
             });
         } else {
             index.push((comms.len()..comms.len() + k).collect());
@@ -108,6 +109,7 @@ pub fn scale(
                         format!("{}#{j}", comm.id)
                     },
                     members: comm.members.iter().map(|g| g + j * r).collect(),
+                    problems: comm.problems.clone(),
                 });
             }
         }
@@ -253,6 +255,7 @@ mod tests {
             count,
             dtype: Dtype::F32,
             dtype_note: None,
+            note: None,
             red: RedOp::Sum,
             root: 0,
             source_us: Some(10.0),
@@ -265,6 +268,7 @@ mod tests {
         let comm = |id: &str, m: &[usize]| TraceComm {
             id: id.into(),
             members: m.to_vec(),
+            problems: Vec::new(),
         };
         let t = Trace {
             format: "nccl-coll".into(),

@@ -102,7 +102,11 @@ fn intro(d: &mut Doc, r: &ReplayReport) {
             Some(w) => format!("{w} wrong element(s)"),
             None => "not checked".into(),
         },
-        if r.pass { "PASS" } else { "FAIL" },
+        if r.status.is_empty() {
+            if r.pass { "PASS" } else { "FAIL" }
+        } else {
+            r.status.as_str()
+        },
         r.verdict
     ));
     if !r.notes.is_empty() {

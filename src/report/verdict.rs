@@ -709,6 +709,14 @@ fn judge_replay(data: &RunData, c: &crate::card::ReplayCriteria) -> Vec<Criterio
         );
         match r {
             None => k.detail = "no replay.json".into(),
+            Some(r) if !r.not_comparable.is_empty() => {
+                k.status = Status::NotRun;
+                k.measured = "-".into();
+                k.detail = format!(
+                    "NOT COMPARABLE: the trace is not the whole job ({})",
+                    r.not_comparable.join("; ")
+                );
+            }
             Some(r) => match (r.slowdown, r.source_step_us) {
                 (Some(x), Some(src)) => {
                     k.measured =

@@ -125,8 +125,18 @@ pub struct ReplayReport {
     pub wrong_calls: Vec<String>,
     /// `--max-slowdown` (the card's `replay.max_slowdown`).
     pub max_slowdown: Option<f64>,
-    /// The verdict: no wrong element and, when judged, the slowdown within the bound.
+    /// What `--allow-partial` left out of a trace that was not the whole job (ranks
+    /// missing, ranks that disagree): NOT COMPARABLE.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_comparable: Vec<String>,
+    /// Nothing failed: no wrong element and, when judged, the slowdown within the
+    /// bound (the exit code).
     pub pass: bool,
+    /// PASS, FAIL, NOT RUN (`max_slowdown` asked without source times) or NOT
+    /// COMPARABLE (a part of the trace left out): only a whole trace, every asked
+    /// criterion judged, is a PASS.
+    #[serde(default)]
+    pub status: String,
     /// Why it failed, or what was not judged.
     pub verdict: String,
 }
@@ -277,30 +287,46 @@ pub fn worst_call(r: &ReplayReport) -> Option<String> {
 }
 
 /// The verdict: wrong values fail; with `max_slowdown` and source times, a step
-/// slower than that many times the source's fails. (pass, why).
-pub fn judge(r: &ReplayReport) -> (bool, String) {
+/// slower than that many times the source's fails; a part left out is NOT
+/// COMPARABLE and `max_slowdown` without source times NOT RUN, neither a PASS.
+/// (nothing failed, status, why).
+pub fn judge(r: &ReplayReport) -> (bool, String, String) {
     if let Some(w) = r.wrong.filter(|w| *w > 0) {
         return (
             false,
+            "FAIL".into(),
             format!("{w} wrong element(s): {}", r.wrong_calls.join("; ")),
         );
     }
+    let partial = (!r.not_comparable.is_empty()).then(|| {
+        format!(
+            "the trace is not the whole job; NOT COMPARABLE: {}",
+            r.not_comparable.join("; ")
+        )
+    });
+    let with_partial = |status: &str, why: String| -> (bool, String, String) {
+        match &partial {
+            Some(p) if status == "PASS" => (true, "NOT COMPARABLE".into(), format!("{why}; {p}")),
+            Some(p) => (status != "FAIL", status.into(), format!("{why}; {p}")),
+            None => (status != "FAIL", status.into(), why),
+        }
+    };
     match (r.max_slowdown, r.slowdown) {
         (Some(max), Some(s)) if s > max => {
             let worst = worst_call(r)
                 .map(|w| format!("; most of it: {w}"))
                 .unwrap_or_default();
-            (
-                false,
+            with_partial(
+                "FAIL",
                 format!("a step takes {s:.2}x the source's communication time (max {max}){worst}"),
             )
         }
-        (Some(max), Some(s)) => (true, format!("a step takes {s:.2}x the source's (max {max})")),
-        (Some(_), None) => (
-            true,
-            "max_slowdown not judged: no source times (NCCL COLL logs have none: give --baseline, a replay.json of the same trace on the source cluster, or a Flight Recorder dump with TORCH_NCCL_ENABLE_TIMING=1)".into(),
+        (Some(max), Some(s)) => with_partial("PASS", format!("a step takes {s:.2}x the source's (max {max})")),
+        (Some(_), None) => with_partial(
+            "NOT RUN",
+            "max_slowdown NOT RUN: no source times (NCCL COLL logs have none: give --baseline, a replay.json of the same trace on the source cluster, or a Flight Recorder dump with TORCH_NCCL_ENABLE_TIMING=1)".into(),
         ),
-        (None, _) => (true, "no max_slowdown asked".into()),
+        (None, _) => with_partial("PASS", "no max_slowdown asked".into()),
     }
 }
 
@@ -412,24 +438,40 @@ mod tests {
             wrong: Some(0),
             wrong_calls: vec![],
             max_slowdown: Some(2.0),
+            not_comparable: vec![],
             pass: true,
+            status: String::new(),
             verdict: String::new(),
         };
-        let (pass, why) = judge(&r);
+        let (pass, status, why) = judge(&r);
         assert!(
-            !pass && why.contains("2.50x") && why.contains("max 2"),
+            !pass && status == "FAIL" && why.contains("2.50x") && why.contains("max 2"),
             "{why}"
         );
         r.max_slowdown = Some(3.0);
-        assert!(judge(&r).0);
+        assert_eq!(judge(&r).1, "PASS");
+        // Part of the trace left out: never a PASS.
+        r.not_comparable = vec!["communicator 0xa of 4 rank(s): the trace holds 2 of them".into()];
+        let (pass, status, why) = judge(&r);
+        assert!(
+            pass && status == "NOT COMPARABLE" && why.contains("2 of them"),
+            "{why}"
+        );
+        r.not_comparable.clear();
+        // max_slowdown asked, no source times: NOT RUN with the reason.
         r.slowdown = None;
-        let (pass, why) = judge(&r);
-        assert!(pass && why.contains("not judged"), "{why}");
+        let (pass, status, why) = judge(&r);
+        assert!(
+            pass && status == "NOT RUN" && why.contains("no source times"),
+            "{why}"
+        );
         r.wrong = Some(3);
         r.wrong_calls = vec!["all_reduce 1MiB on dp".into()];
-        let (pass, why) = judge(&r);
+        let (pass, status, why) = judge(&r);
         assert!(
-            !pass && why.starts_with("3 wrong element(s): all_reduce 1MiB on dp"),
+            !pass
+                && status == "FAIL"
+                && why.starts_with("3 wrong element(s): all_reduce 1MiB on dp"),
             "{why}"
         );
     }
