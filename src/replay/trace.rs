@@ -584,7 +584,26 @@ fn resolve(t: &mut Trace, ends: Vec<End>) {
     if ends.is_empty() {
         return;
     }
-    let init = ends.iter().any(|e| e.rank.is_some());
+    let (groups, group_of) = group_ends(&ends);
+    let global = global_ranks(t, &ends, &groups);
+    let ranks = t.ranks;
+    let (comm_rank, seq_calls) = comms_of(t, &ends, &groups, &global);
+    t.calls = vec![Vec::new(); ranks];
+    for (g, mut order) in seq_calls.into_iter().enumerate() {
+        order.sort_unstable();
+        for (_, e, c) in order {
+            let comm = group_of[e].unwrap_or(0);
+            let r = &ends[e].calls[c];
+            match to_calls(r, comm, &t.comms[comm].members, comm_rank[&e]) {
+                Ok(calls) => t.calls[g].extend(calls),
+                Err(w) => t.problem(w),
+            }
+        }
+    }
+}
+
+/// The ends in communicators (end indices per group) and each end's group.
+fn group_ends(ends: &[End]) -> (Vec<Vec<usize>>, Vec<Option<usize>>) {
     // Groups of end indices.
     let mut group_of: Vec<Option<usize>> = vec![None; ends.len()];
     let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -623,7 +642,7 @@ fn resolve(t: &mut Trace, ends: Vec<End>) {
             // One group per colour; without a colour, as many as the ranks allow,
             // told apart by their calls.
             let parts = if color.is_empty() && members.len() > n {
-                by_calls(&ends, &members)
+                by_calls(ends, &members)
             } else {
                 vec![members]
             };
@@ -642,13 +661,21 @@ fn resolve(t: &mut Trace, ends: Vec<End>) {
         by_size.entry(ends[i].nranks).or_default().push(i);
     }
     for (_, members) in by_size {
-        for m in by_calls(&ends, &members) {
+        for m in by_calls(ends, &members) {
             for &i in &m {
                 group_of[i] = Some(groups.len());
             }
             groups.push(m);
         }
     }
+    (groups, group_of)
+}
+
+/// Each rank's (host, pid, GPU) global rank: its rank in the largest communicator
+/// the Init lines give (else the (host, pid, GPU) order, said); sets `t.ranks` and
+/// `t.hosts`.
+fn global_ranks(t: &mut Trace, ends: &[End], groups: &[Vec<usize>]) -> HashMap<Who, usize> {
+    let init = ends.iter().any(|e| e.rank.is_some());
     // Ranks: (host, pid, GPU) of every end.
     let mut who: Vec<Who> = ends.iter().map(|e| e.who.clone()).collect();
     who.sort();
@@ -699,6 +726,21 @@ fn resolve(t: &mut Trace, ends: Vec<End>) {
     for (w2, &g) in &global {
         t.hosts[g] = Some(w2.0.clone()).filter(|h| !h.is_empty());
     }
+    global
+}
+
+/// The communicators into `t.comms`, each checked whole (every rank there, all making
+/// the same collectives); each end's rank in its communicator, and per global rank its
+/// calls as (log position, end, call).
+type Placed = (HashMap<usize, usize>, Vec<Vec<(usize, usize, usize)>>);
+fn comms_of(
+    t: &mut Trace,
+    ends: &[End],
+    groups: &[Vec<usize>],
+    global: &HashMap<Who, usize>,
+) -> Placed {
+    let ranks = t.ranks;
+    let n_of = |g: &Vec<usize>| ends[g[0]].nranks;
     // The communicators, members in the order of their rank in it (or, without Init
     // lines, of their global rank).
     let mut comm_rank: HashMap<usize, usize> = HashMap::new(); // end → its rank in its comm
@@ -785,18 +827,7 @@ fn resolve(t: &mut Trace, ends: Vec<End>) {
             problems,
         });
     }
-    t.calls = vec![Vec::new(); ranks];
-    for (g, mut order) in seq_calls.into_iter().enumerate() {
-        order.sort_unstable();
-        for (_, e, c) in order {
-            let comm = group_of[e].unwrap_or(0);
-            let r = &ends[e].calls[c];
-            match to_calls(r, comm, &t.comms[comm].members, comm_rank[&e]) {
-                Ok(calls) => t.calls[g].extend(calls),
-                Err(w) => t.problem(w),
-            }
-        }
-    }
+    (comm_rank, seq_calls)
 }
 
 /// "0-3,5" of sorted ranks.
@@ -1045,30 +1076,7 @@ pub fn parse_flight_recorder(texts: &[(&str, &str)]) -> Result<Trace, String> {
         ));
     }
     t.ranks = ranks;
-    // Process groups the entries name but pg_config does not list (gloo's dumps list
-    // none): the ranks whose dumps name them, in rank order (new_group's order).
-    let mut seen: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (rank, entries) in &per_rank {
-        for e in entries {
-            if let Some(pg) = entry_pg(e) {
-                let v = seen.entry(pg).or_default();
-                if !v.contains(rank) {
-                    v.push(*rank);
-                }
-            }
-        }
-    }
-    for (pg, mut members) in seen {
-        if groups.contains_key(&pg) {
-            continue;
-        }
-        members.sort_unstable();
-        t.warn(format!(
-            "process group {pg}: not in the dumps' pg_config (gloo lists none): taken as the rank(s) whose dumps name it, {}",
-            list(&members)
-        ));
-        groups.insert(pg, members);
-    }
+    infer_groups(&mut t, &mut groups, &per_rank);
     let names: Vec<String> = groups.keys().cloned().collect();
     for (id, members) in &groups {
         let mut problems = Vec::new();
@@ -1116,6 +1124,46 @@ pub fn parse_flight_recorder(texts: &[(&str, &str)]) -> Result<Trace, String> {
             "{in_flight} call(s) still in flight when the dumps were taken (not completed, not retired): left out"
         ));
     }
+    place_items(&mut t, items);
+    Ok(t)
+}
+
+/// Process groups the entries name but pg_config does not list (gloo's dumps list
+/// none): the ranks whose dumps name them, in rank order (new_group's order), said.
+fn infer_groups(
+    t: &mut Trace,
+    groups: &mut BTreeMap<String, Vec<usize>>,
+    per_rank: &BTreeMap<usize, Vec<serde_json::Value>>,
+) {
+    let mut seen: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (rank, entries) in per_rank {
+        for e in entries {
+            if let Some(pg) = entry_pg(e) {
+                let v = seen.entry(pg).or_default();
+                if !v.contains(rank) {
+                    v.push(*rank);
+                }
+            }
+        }
+    }
+    for (pg, mut members) in seen {
+        if groups.contains_key(&pg) {
+            continue;
+        }
+        members.sort_unstable();
+        t.warn(format!(
+            "process group {pg}: not in the dumps' pg_config (gloo lists none): taken as the rank(s) whose dumps name it, {}",
+            list(&members)
+        ));
+        groups.insert(pg, members);
+    }
+}
+
+/// Each rank's entries as calls on `t`: gathers and scatters as the sends and
+/// receives they are made of, their root the rank whose list is not empty (the k-th
+/// one on a group is the same call on every member).
+fn place_items(t: &mut Trace, items: Vec<Vec<FrItem>>) {
+    let ranks = t.ranks;
     // Gathers and scatters: the root is the rank that holds the list (the others'
     // is empty); the k-th one on a group is the same call on every member.
     let mut roots: HashMap<(usize, bool, usize), usize> = HashMap::new();
@@ -1196,7 +1244,6 @@ pub fn parse_flight_recorder(texts: &[(&str, &str)]) -> Result<Trace, String> {
             }
         }
     }
-    Ok(t)
 }
 
 /// A Flight Recorder entry as burnin reads it: calls, or a gather/scatter whose root
@@ -1236,19 +1283,7 @@ fn fr_call(
     let members = &comms[comm].members;
     let n = members.len().max(1);
     let me = members.iter().position(|m| *m == rank);
-    let sizes = |k: &str| -> Vec<usize> {
-        e[k].as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| {
-                t.as_array()?
-                    .iter()
-                    .map(|d| d.as_u64().map(|x| x as usize))
-                    .product::<Option<usize>>()
-            })
-            .collect()
-    };
-    let (input, output) = (sizes("input_sizes"), sizes("output_sizes"));
+    let (input, output) = (fr_sizes(e, "input_sizes"), fr_sizes(e, "output_sizes"));
     let dt = e["input_dtypes"][0]
         .as_str()
         .or(e["output_dtypes"][0].as_str())
@@ -1269,8 +1304,8 @@ fn fr_call(
         root,
         source_us: None,
     };
-    let mut out: Vec<TraceCall> = Vec::new();
-    match op {
+    const NO_OP: &str = "Flight Recorder records no reduction op: replayed as sum";
+    let mut out: Vec<TraceCall> = match op {
         Op::Send | Op::Recv => {
             // "send 0->1": to group rank 1; "recv 1<-0": from group rank 0.
             let meta = name.split_whitespace().nth(1).unwrap_or_default();
@@ -1282,97 +1317,31 @@ fn fr_call(
             .and_then(|p| p.parse::<usize>().ok())
             .ok_or_else(|| format!("{name}: no peer (\"send A->B\", \"recv B<-A\")"))?;
             let count = input.iter().sum::<usize>().max(output.iter().sum());
-            out.push(call(op, count, peer, None));
+            vec![call(op, count, peer, None)]
         }
-        Op::Coll(CollKind::AllReduce) => {
-            for c in &input {
-                out.push(call(
-                    op,
-                    *c,
-                    0,
-                    Some("Flight Recorder records no reduction op: replayed as sum".into()),
-                ));
-            }
-        }
+        Op::Coll(CollKind::AllReduce) => input
+            .iter()
+            .map(|c| call(op, *c, 0, Some(NO_OP.into())))
+            .collect(),
         Op::Coll(k @ (CollKind::Broadcast | CollKind::Reduce)) => {
             let tensors = if input.is_empty() { &output } else { &input };
-            for c in tensors {
-                out.push(call(
-                    Op::Coll(k),
-                    *c,
-                    0,
-                    Some(format!(
-                        "Flight Recorder records no root{}: {} from root 0",
-                        if k == CollKind::Reduce {
-                            " or reduction op"
-                        } else {
-                            ""
-                        },
-                        k.name()
-                    )),
-                ));
-            }
-        }
-        Op::Coll(CollKind::AllGather) => {
-            if base == "all_gather" {
-                // A list of n outputs, one input: one all_gather of their sum.
-                let total = if output.is_empty() {
-                    input.iter().sum::<usize>() * n
+            let why = format!(
+                "Flight Recorder records no root{}: {} from root 0",
+                if k == CollKind::Reduce {
+                    " or reduction op"
                 } else {
-                    output.iter().sum()
-                };
-                out.push(call(op, total, 0, None));
-            } else {
-                for (i, c) in input.iter().enumerate() {
-                    out.push(call(op, output.get(i).copied().unwrap_or(c * n), 0, None));
-                }
-            }
+                    ""
+                },
+                k.name()
+            );
+            tensors
+                .iter()
+                .map(|c| call(op, *c, 0, Some(why.clone())))
+                .collect()
         }
-        Op::Coll(CollKind::ReduceScatter) => {
-            if base == "reduce_scatter" {
-                let total = if input.is_empty() {
-                    output.iter().sum::<usize>() * n
-                } else {
-                    input.iter().sum()
-                };
-                out.push(call(
-                    op,
-                    total,
-                    0,
-                    Some("Flight Recorder records no reduction op: replayed as sum".into()),
-                ));
-            } else {
-                for c in &input {
-                    out.push(call(
-                        op,
-                        *c,
-                        0,
-                        Some("Flight Recorder records no reduction op: replayed as sum".into()),
-                    ));
-                }
-            }
-        }
-        Op::Coll(CollKind::AllToAll) => {
-            let even = input.len() <= 1 || input.windows(2).all(|w| w[0] == w[1]);
-            let out_even = output.len() <= 1 || output.windows(2).all(|w| w[0] == w[1]);
-            if input.len() == n && n > 1 && !(even && out_even && input == output) {
-                // A list per peer with sizes that differ: all_to_all_v, as NCCL runs
-                // it: a send and a receive per peer in one group.
-                let me =
-                    me.ok_or_else(|| format!("{name}: rank {rank} is not in process group {pg}"))?;
-                let v = "all_to_all with per-peer sizes replayed as one send and one receive per peer (how NCCL runs it)".to_string();
-                for p in (0..n).filter(|p| *p != me) {
-                    out.push(call(Op::Send, input[p], p, Some(v.clone())));
-                    out.push(call(
-                        Op::Recv,
-                        output.get(p).copied().unwrap_or(input[p]),
-                        p,
-                        Some(v.clone()),
-                    ));
-                }
-            } else {
-                out.push(call(op, input.iter().sum(), 0, None));
-            }
+        Op::Coll(CollKind::AllGather | CollKind::ReduceScatter | CollKind::AllToAll) => {
+            let me = me.ok_or_else(|| format!("{name}: rank {rank} is not in process group {pg}"));
+            fr_lists(op, base, (&input, &output, n), me, &call)?
         }
         Op::Coll(_) => {
             let gather = base == "gather";
@@ -1394,7 +1363,7 @@ fn fr_call(
             }
             return Ok(Vec::new());
         }
-    }
+    };
     if out.is_empty() {
         return Err(format!("{name}: no input_sizes"));
     }
@@ -1406,6 +1375,87 @@ fn fr_call(
         }
     }
     Ok(out.into_iter().map(FrItem::Call).collect())
+}
+
+/// The elements of each tensor in an entry's size list (`input_sizes`: [[4, 256],
+/// [1024]] → [1024, 1024]).
+fn fr_sizes(e: &serde_json::Value, key: &str) -> Vec<usize> {
+    e[key]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            t.as_array()?
+                .iter()
+                .map(|d| d.as_u64().map(|x| x as usize))
+                .product::<Option<usize>>()
+        })
+        .collect()
+}
+
+/// A list-shaped Flight Recorder entry as calls: all_gather's list of outputs (or
+/// each tensor of a coalesced one), reduce_scatter's list of inputs (or each tensor),
+/// all_to_all's per-peer list (even: one alltoall; uneven: a send and a receive per
+/// peer, as NCCL runs all_to_all_v). `sizes`: (input, output elements per tensor,
+/// group size); `me`: this rank's place in the group.
+fn fr_lists(
+    op: Op,
+    base: &str,
+    (input, output, n): (&[usize], &[usize], usize),
+    me: Result<usize, String>,
+    call: &dyn Fn(Op, usize, usize, Option<String>) -> TraceCall,
+) -> Result<Vec<TraceCall>, String> {
+    const NO_OP: &str = "Flight Recorder records no reduction op: replayed as sum";
+    let mut out = Vec::new();
+    match op {
+        Op::Coll(CollKind::AllGather) if base == "all_gather" => {
+            // A list of n outputs, one input: one all_gather of their sum.
+            let total = if output.is_empty() {
+                input.iter().sum::<usize>() * n
+            } else {
+                output.iter().sum()
+            };
+            out.push(call(op, total, 0, None));
+        }
+        Op::Coll(CollKind::AllGather) => {
+            for (i, c) in input.iter().enumerate() {
+                out.push(call(op, output.get(i).copied().unwrap_or(c * n), 0, None));
+            }
+        }
+        Op::Coll(CollKind::ReduceScatter) if base == "reduce_scatter" => {
+            let total = if input.is_empty() {
+                output.iter().sum::<usize>() * n
+            } else {
+                input.iter().sum()
+            };
+            out.push(call(op, total, 0, Some(NO_OP.into())));
+        }
+        Op::Coll(CollKind::ReduceScatter) => {
+            for c in input {
+                out.push(call(op, *c, 0, Some(NO_OP.into())));
+            }
+        }
+        _ => {
+            let even = input.len() <= 1 || input.windows(2).all(|w| w[0] == w[1]);
+            let out_even = output.len() <= 1 || output.windows(2).all(|w| w[0] == w[1]);
+            if input.len() == n && n > 1 && !(even && out_even && input == output) {
+                let me = me?;
+                let v = "all_to_all with per-peer sizes replayed as one send and one receive per peer (how NCCL runs it)".to_string();
+                for p in (0..n).filter(|p| *p != me) {
+                    out.push(call(Op::Send, input[p], p, Some(v.clone())));
+                    out.push(call(
+                        Op::Recv,
+                        output.get(p).copied().unwrap_or(input[p]),
+                        p,
+                        Some(v.clone()),
+                    ));
+                }
+            } else {
+                out.push(call(op, input.iter().sum(), 0, None));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// The process group an entry names (`process_group[0]`, or `pg_id`).
