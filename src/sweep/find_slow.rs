@@ -94,8 +94,11 @@ impl TierRun<'_> {
         Ok(search.map(|s| self.found(&s, fraction, steps)))
     }
 
-    /// Measure again, at most [`REMEASURE`] times, the groups of the round just run
-    /// that the search would judge slow, before it hears of them: on a busy node one
+    /// Measure again, at most [`REMEASURE`] times and each by itself, the groups of the
+    /// round just run that the search would judge slow, before it hears of them: a
+    /// group measured beside a slow one shares the host with its waiting ranks (a
+    /// healthy 4-node group read 0.076 GB/s against 0.087 beside the slow node's
+    /// group, 0.10 alone), and on a busy node one
     /// measurement can catch a stall that says nothing about the fabric, and noise
     /// only ever slows a transfer, so a group counts at its best measurement
     /// ([`TierRun::group_busbw`]). A slow link stays slow every time; a stall does not
@@ -112,13 +115,18 @@ impl TierRun<'_> {
             if slow.is_empty() {
                 break;
             }
-            let again = Tier {
-                kind: tier.kind,
-                rounds: vec![Round {
-                    groups: slow.iter().map(|&k| groups[k].clone()).collect(),
-                }],
-            };
-            self.round(&again, 0)?;
+            // Each slow group again by itself: a group that ran beside a slow one
+            // shared the host's cores (and a fabric's links) with its stalled ranks,
+            // which spin while they wait; alone, only its own nodes and links count.
+            for &k in &slow {
+                let again = Tier {
+                    kind: tier.kind,
+                    rounds: vec![Round {
+                        groups: vec![groups[k].clone()],
+                    }],
+                };
+                self.round(&again, 0)?;
+            }
         }
         Ok(())
     }
