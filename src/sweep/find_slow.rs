@@ -98,7 +98,7 @@ impl TierRun<'_> {
     /// round just run that the search would judge slow, before it hears of them: a
     /// group measured beside a slow one shares the host with its waiting ranks (a
     /// healthy 4-node group read 0.076 GB/s against 0.087 beside the slow node's
-    /// group, 0.10 alone), and on a busy node one
+    /// group, where the healthy groups away from it read 0.10-0.11), and on a busy node one
     /// measurement can catch a stall that says nothing about the fabric, and noise
     /// only ever slows a transfer, so a group counts at its best measurement
     /// ([`TierRun::group_busbw`]). A slow link stays slow every time; a stall does not
