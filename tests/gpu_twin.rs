@@ -930,7 +930,7 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
     let (r, j) = gpu_health("gpu-healthy", &healthy, &[]);
     assert!(r.stdout.contains("H2D GB/s") && r.stdout.contains("memory GB/s"));
     // The twin's times are not measurements, but its peer copies take a modelled
-    // 10 ms each: a healthy matrix has no outlier, and every criterion passes.
+    // 40 ms each: a healthy matrix has no outlier, and every criterion passes.
     assert_eq!(r.code, Some(0), "{}", r.all());
     assert_eq!(verdict_of(&r, WRONG), "PASS", "{}", r.all());
     assert_eq!(verdict_of(&r, OUTLIER), "PASS", "{}", r.all());
@@ -974,14 +974,14 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
     for p in pairs {
         assert_eq!(p["peer_access"], true, "{p}");
         assert_eq!(p["copy"]["verified"], true, "{p}");
-        // 1 MiB in the twin's modelled 10 ms: 0.105 GB/s at most (bytes over the
+        // 1 MiB in the twin's modelled 40 ms: 0.0262 GB/s at most (bytes over the
         // events' time), less only by the host's lateness.
         let gbps = p["copy"]["gbps"].as_f64().unwrap();
-        assert!(gbps <= 0.1049 && gbps > 0.06, "{p}");
+        assert!(gbps <= 0.02622 && gbps > 0.015, "{p}");
     }
     let host = gpus[0]["host"].as_str().unwrap().to_string();
 
-    // GPU1→GPU2 slow (20 ms more per copy), GPU2→GPU0 without peer access.
+    // GPU1→GPU2 slow (three times the modelled 40 ms), GPU2→GPU0 without peer access.
     let slow = dir.path().join("slow");
     let env = [("TWIN_PEER_SLOW", "1>2"), ("TWIN_PEER_DENY", "2>0")];
     let (r, j) = gpu_health("gpu-slow-pair", &slow, &env);
@@ -998,7 +998,7 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
         .iter()
         .find(|p| p["src"] == 1 && p["dst"] == 2)
         .unwrap();
-    // 30 ms against the others' modelled 10 ms
+    // 120 ms against the others' modelled 40 ms
     assert!(rate(slowed) < 0.5 * rates[6], "{slowed} against {rates:?}");
     let denied = pairs
         .iter()

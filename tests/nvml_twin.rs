@@ -117,7 +117,7 @@ fn row<'a>(r: &'a Run, what: &str) -> &'a str {
 const THROTTLE: &str = "share of the burn a GPU spent throttled";
 const PCIE: &str = "every GPU's PCIe link under load";
 const ERRORS: &str = "no new uncorrected ECC error";
-/// The criterion judged on the peer copies' times (the twin's are a modelled 10 ms
+/// The criterion judged on the peer copies' times (the twin's are a modelled 40 ms
 /// each, so a healthy twin passes it).
 const OUTLIER: &str = "no GPU pair's peer copy far below its node's median pair";
 

@@ -1026,14 +1026,16 @@ API CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
   return CUDA_SUCCESS;
 }
 
-/* Peer copies take a modelled time, TWIN_PEER_COPY_MS (default 10 ms) from their start
+/* Peer copies take a modelled time, TWIN_PEER_COPY_MS (default 40 ms) from their start
  * whatever the host's memcpy took, so a healthy matrix reads even under a loaded CI
- * machine; TWIN_PEER_SLOW's pairs take 20 ms more. */
-static void copy_for(void *p, long extra_ms) {
+ * machine; TWIN_PEER_SLOW's pairs take three times as long. A stream worker woken
+ * late adds its lateness to a copy's events: copies long enough (40 ms) that a loaded
+ * machine's few ms do not read as a slow pair (at 10 ms one read 0.72x the median). */
+static void copy_for(void *p, long times) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   do_copy(p);
-  long ms = twin_env_long("TWIN_PEER_COPY_MS", 10) + extra_ms;
+  long ms = twin_env_long("TWIN_PEER_COPY_MS", 40) * times;
   t.tv_sec += ms / 1000;
   t.tv_nsec += (ms % 1000) * 1000000L;
   if (t.tv_nsec >= 1000000000L) {
@@ -1043,8 +1045,8 @@ static void copy_for(void *p, long extra_ms) {
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR) {
   }
 }
-static void peer_copy(void *p) { copy_for(p, 0); }
-static void slow_copy(void *p) { copy_for(p, 20); }
+static void peer_copy(void *p) { copy_for(p, 1); }
+static void slow_copy(void *p) { copy_for(p, 3); }
 
 API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx, size_t n,
                                CUstream h) {
