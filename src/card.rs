@@ -394,6 +394,11 @@ pub struct GpuCriteria {
     /// RUN where DCGM is not installed).
     #[serde(default)]
     pub dcgm_diag: bool,
+    /// Every GPU of a model in cards/gpu-floors.toml at its floors: device memory,
+    /// FP32 burn and host copies each at least a fraction of NVIDIA's published peak
+    /// (NOT RUN when no GPU is of a model the table has).
+    #[serde(default)]
+    pub model_floors: bool,
 }
 
 impl Default for GpuCriteria {
@@ -414,6 +419,7 @@ impl Default for GpuCriteria {
             max_sdc_disagreements: None,
             zero_wrong: true,
             dcgm_diag: false,
+            model_floors: false,
         }
     }
 }

@@ -121,6 +121,11 @@ impl NvmlGpu {
             c.remapped_rows_pending = Some(pending);
             c.remapped_rows_failure = Some(failed);
         }
+        c.pcie_replays = kept(
+            e,
+            "PCIe replay counter",
+            d.pcie_replay_counter().map(u64::from),
+        );
         let why = (!errs.is_empty()).then(|| format!("NVML counters: {}", errs.join("; ")));
         (c, why)
     }

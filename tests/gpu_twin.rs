@@ -1449,6 +1449,59 @@ fn overlapping_buffers_are_a_race_and_another_gpus_buffer_is_refused() {
     assert_eq!(said("clean-group-end").0, 0);
 }
 
+/// `burnin gpu --model-floors` on twin GPUs: named an H200, a twin GPU is far below an
+/// H200's published peaks (a GPU slowed on purpose, as the floors see it): FAIL, each
+/// miss naming the floor, the peak and its source; named a model the floors table
+/// lacks: NOT RUN, saying which models it has.
+#[test]
+fn model_floors_fail_a_slow_h200_naming_the_floor_and_its_source() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, model: &str| {
+        let out = dir.path().join(name);
+        let args = [
+            "gpu",
+            "--burn",
+            "1s",
+            "--copy-bytes",
+            "64K",
+            "--peer-bytes",
+            "64K",
+            "--reps",
+            "2",
+            "--model-floors",
+            "--out",
+            s(&out),
+        ];
+        on_twin(
+            name,
+            2,
+            &args,
+            &[("TWIN_GPUS", "2"), ("TWIN_GPU_NAME", model)],
+            Duration::from_secs(180),
+        )
+    };
+    const FLOORS: &str = "every GPU of a known model at its floors";
+    let r = run("floors-h200", "NVIDIA H200");
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert_eq!(verdict_of(&r, FLOORS), "FAIL", "{}", r.all());
+    let d = detail(&r, "gpu.model_floors");
+    assert!(
+        d.contains("device memory ")
+            && d.contains(" below its floor 3120.0 GB/s (0.65 × the peak 4800 GB/s: H200 SXM, ")
+            && d.contains("https://www.nvidia.com/en-us/data-center/h200/"),
+        "{d}"
+    );
+    let r = run("floors-unknown", "NVIDIA Twin 9000");
+    assert_eq!(verdict_of(&r, FLOORS), "NOT RUN", "{}", r.all());
+    assert!(
+        r.stdout
+            .contains("no floors for NVIDIA Twin 9000 (cards/gpu-floors.toml has H100 NVL, "),
+        "{}",
+        r.all()
+    );
+}
+
 /// `burnin gpu --sdc` on twin GPUs: healthy ranks agree over 1,000 rounds; a GPU whose
 /// FMA unit is wrong (the twin's fault, in the "hardware") is named with its kind and
 /// block from the first round; a bit flipped in one rank's output at a given round,
@@ -1559,6 +1612,30 @@ fn sdc_vote_names_the_gpu_kind_round_and_block_that_disagree() {
     let d = detail(&r, "gpu.sdc");
     assert!(
         d.contains("GPU 1 (rank 1, PCI ") && d.contains("differs from the host's chains"),
+        "{d}"
+    );
+
+    // GPU 1 lost at its third tensor-core product (round 2): its later rounds do not
+    // vote (no host stand-in votes for it: no made-up "gemm SDC", no PASS); the
+    // criterion fails naming the GPU, how it failed and the rounds it missed.
+    let (r, j) = sdc("sdc-gpu-lost", 4, "8", &[], &[("TWIN_LAUNCH_FAIL", "1:3")]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert_eq!(j["findings_total"], 0, "{j}");
+    assert_eq!(j["ranks"][1]["rounds_lost"], 6, "{j}");
+    let lost = j["ranks"][1]["gpu_lost"].as_str().unwrap_or_default();
+    assert!(lost.contains("rank 1 round 2 gemm"), "{j}");
+    assert_eq!(j["ranks"][0]["rounds_lost"], 0, "{j}");
+    assert_eq!(
+        verdict_of(&r, "no rank's output disagrees"),
+        "FAIL",
+        "{}",
+        r.all()
+    );
+    let d = detail(&r, "gpu.sdc");
+    assert!(
+        d.contains("GPU 1 (rank 1, PCI ")
+            && d.contains("its GPU failed")
+            && d.contains("did not vote in 6 round(s)"),
         "{d}"
     );
 

@@ -212,6 +212,24 @@ fn a_new_uncorrected_ecc_error_fails_naming_the_gpu_and_its_host() {
     assert_eq!(g["counters_after"]["ecc_volatile_uncorrected"], 2, "{g}");
 }
 
+/// NVML's PCIe replay counter read before and after: 500 replays on GPU 1 during the
+/// phase (more than DCGM's default of 80) fail it, naming the GPU and the count.
+#[test]
+fn pcie_replays_that_rise_during_the_phase_fail_naming_the_gpu() {
+    let r = gpu_run("gpu=1:pcie_replays_after=500");
+    fails_with(
+        &r,
+        &format!(
+            "# gpu.errors FAIL: {} GPU 1: 500 PCIe replays (link retransmissions), more than 80",
+            host()
+        ),
+    );
+    let g = &r.report["gpus"][1];
+    assert_eq!(g["counters_before"]["pcie_replays"], 0, "{g}");
+    assert_eq!(g["counters_after"]["pcie_replays"], 500, "{g}");
+    assert_eq!(r.report["gpus"][0]["counters_after"]["pcie_replays"], 0);
+}
+
 #[test]
 fn an_xid_fails_naming_the_gpu_and_its_host() {
     let r = gpu_run("gpu=0:xid=79");

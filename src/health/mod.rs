@@ -59,6 +59,11 @@ pub struct GpuArgs {
     pub dcgm_diag: bool,
     /// Only read every GPU's error counters (no copies, no burn): the end of an
     /// acceptance, compared with the counters the GPU phase read at its start.
+    /// Judge every GPU of a model cards/gpu-floors.toml has against its floors:
+    /// device memory, FP32 burn and host copies each at least a fraction of NVIDIA's
+    /// published peak, a miss named with the floor and its source.
+    #[arg(long)]
+    pub model_floors: bool,
     #[arg(long)]
     pub counters_only: bool,
     /// Topology file whose `[gpu]` numbers the default criteria compare with.
@@ -177,6 +182,7 @@ pub fn run(world: &World, g: &GlobalArgs, args: &GpuArgs, dog: Arc<Watchdog>) ->
     }
     let spec = crate::card::GpuCriteria {
         max_throttled_share: Some(MAX_THROTTLED_SHARE),
+        model_floors: args.model_floors,
         ..Default::default()
     };
     let criteria = crate::results::gpu_analysis::judge(
@@ -451,6 +457,8 @@ fn work(
             disagreements: 0,
             host_check: None,
             host_checks: Vec::new(),
+            gpu_lost: None,
+            rounds_lost: 0,
         };
         let r = sdc::rounds(world, &plan, me, m.dev.as_ref(), phase_t0);
         stage.set("idle");

@@ -546,6 +546,11 @@ pub fn rounds(
 ) -> Option<SdcReport> {
     let t0 = Instant::now();
     let mut error = None;
+    // A rank with a GPU computes on it or not at all: after its GPU fails, its later
+    // rounds do not vote (the host's outputs are not the GPU's: an fma chain the host
+    // computes the same would vote as a GPU that computed nothing, a product rounded
+    // differently as a "gemm SDC").
+    let had_gpu = dev.is_some();
     let mut gpu = match dev {
         Some(d) => match OnGpu::new(d, plan.bytes) {
             Ok(g) => Some(g),
@@ -580,7 +585,17 @@ pub fn rounds(
         let seed = round_seed(round);
         let mut mine = vec![0u64; width];
         let ctx = (world.rank, round, seed);
-        hash_round(plan, ctx, &mut me, &mut gpu, &mut error, &mut mine[1..]);
+        if !(had_gpu && gpu.is_none()) {
+            hash_round(plan, ctx, &mut me, &mut gpu, &mut error, &mut mine[1..]);
+        }
+        let lost = had_gpu && gpu.is_none();
+        if lost && me.gpu_lost.is_none() {
+            me.gpu_lost = Some(
+                error
+                    .clone()
+                    .unwrap_or_else(|| format!("rank {}: its GPU failed", world.rank)),
+            );
+        }
         let rounds_done = round - plan.first_round + 1;
         // Another round only while it is expected to end in time (this round's length
         // as its estimate; rank 0 decides for all): TIME is when the vote ends, not
@@ -588,28 +603,32 @@ pub fn rounds(
         // of a big --sdc-bytes, can take seconds.
         let go_on = t0.elapsed().as_secs_f64() + r0.elapsed().as_secs_f64() <= plan.seconds
             && !matches!(plan.max_rounds, Some(m) if rounds_done >= m);
-        mine[0] = u64::from(go_on);
+        // Bit 0: go on (rank 0's decides); bit 1: this rank's GPU has failed, its
+        // hashes are not votes.
+        mine[0] = u64::from(go_on) | (u64::from(lost) << 1);
         let mut all = vec![0u64; width * world.size];
         world.comm.all_gather_into(&mine[..], &mut all[..]);
         if world.rank == 0 {
             tally.add(round, t_s, &mut ranks, &all, width);
         }
         times.push(r0.elapsed().as_secs_f64());
-        if all[0] == 0 {
+        if all[0] & 1 == 0 {
             break;
         }
         round += 1;
     }
     drop(gpu);
-    let checks: Vec<(Option<bool>, Vec<String>)> = world
-        .all_gather_json(&(me.host_check, me.host_checks.clone()))
+    type Checks = (Option<bool>, Vec<String>, Option<String>);
+    let checks: Vec<Checks> = world
+        .all_gather_json(&(me.host_check, me.host_checks.clone(), me.gpu_lost.clone()))
         .unwrap_or_default();
     if world.rank != 0 {
         return None;
     }
-    for (x, (c, notes)) in ranks.iter_mut().zip(checks) {
+    for (x, (c, notes, lost)) in ranks.iter_mut().zip(checks) {
         x.host_check = c;
         x.host_checks = notes;
+        x.gpu_lost = lost;
     }
     times.sort_by(f64::total_cmp);
     Some(SdcReport {
@@ -637,9 +656,15 @@ impl Tally {
     /// Vote on one round's all-gathered hashes (`width` u64 a rank: the go-on flag,
     /// then kinds × BLOCKS), name the disagreeing ranks, keep the first findings.
     fn add(&mut self, round: u64, t_s: f64, ranks: &mut [SdcRank], all: &[u64], width: usize) {
+        for (r, x) in ranks.iter_mut().enumerate() {
+            if all[r * width] & 2 != 0 {
+                x.rounds_lost += 1;
+            }
+        }
         let ballots: Vec<Ballot> = ranks
             .iter()
             .enumerate()
+            .filter(|(r, _)| all[r * width] & 2 == 0)
             .map(|(r, x)| Ballot {
                 rank: r,
                 model: &x.model,
@@ -667,8 +692,9 @@ impl Tally {
 }
 
 /// This rank's outputs of one round, hashed into `hashes` (kinds × BLOCKS); a GPU
-/// that fails is dropped (its kinds hash zeros from then on, and the vote names it),
-/// the first failure kept in `error`. `ctx`: (world rank, round, round seed).
+/// that fails is dropped (its kinds are not computed from then on, and the rank's
+/// ballots leave the vote), the first failure kept in `error`. `ctx`: (world rank,
+/// round, round seed).
 fn hash_round(
     plan: &Plan,
     (rank, round, seed): (usize, u64, u64),
@@ -680,6 +706,10 @@ fn hash_round(
     let (iters, b) = fma_params(seed);
     let on_gpu = gpu.is_some();
     for (k, kind) in me.kinds.clone().iter().enumerate() {
+        if on_gpu && gpu.is_none() {
+            // Its GPU failed earlier in this round: nothing more to compute on it.
+            break;
+        }
         // A GPU's output is hashed where it landed (pinned memory), not copied.
         fn on(g: &OnGpu, len: Result<usize, String>) -> Result<Cow<'_, [u8]>, String> {
             len.map(|n| Cow::Borrowed(&g.host.bytes()[..n]))

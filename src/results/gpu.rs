@@ -255,6 +255,9 @@ pub struct ErrorCounters {
     pub remapped_rows_pending: Option<bool>,
     /// A row remapping failed (the GPU should be replaced).
     pub remapped_rows_failure: Option<bool>,
+    /// PCIe replays (link-level retransmissions NVML counts since the driver loaded).
+    #[serde(default)]
+    pub pcie_replays: Option<u64>,
 }
 
 /// An XID event NVML delivered while burnin listened.

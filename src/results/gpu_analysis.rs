@@ -192,6 +192,11 @@ pub fn judge(
             errors(k, r, on.after)
         }));
     }
+    if c.model_floors {
+        let what = "every GPU of a known model at its floors (cards/gpu-floors.toml): device memory, FP32 burn, host copies";
+        let k = crit("model_floors", what, "≥ the model's floors".into());
+        out.push(on.judge(k, model_floors));
+    }
     if c.dcgm_diag {
         let what = "DCGM diagnostic (dcgmi diag -r 1) on every node";
         out.push(on.judge(crit("dcgm", what, "every test passed".into()), dcgm));
@@ -273,8 +278,20 @@ fn sdc(c: Criterion, s: &super::sdc::SdcReport, max: u64) -> Criterion {
             ));
         }
     }
-    if let (Some(e), false) = (&s.error, fails.is_empty()) {
-        fails.push(e.clone());
+    // A GPU that failed during the vote: its later rounds did not vote, which is no
+    // pass (and no SDC either).
+    for r in s.ranks.iter().filter(|r| r.gpu_lost.is_some()) {
+        fails.push(format!(
+            "{}: its GPU failed ({}); it did not vote in {} round(s) after that",
+            super::sdc::name(r),
+            r.gpu_lost.as_deref().unwrap_or_default(),
+            r.rounds_lost
+        ));
+    }
+    if let Some(e) = &s.error {
+        if !fails.iter().any(|f| f.contains(e.as_str())) {
+            fails.push(e.clone());
+        }
     }
     settle(c, measured, fails)
 }
@@ -409,6 +426,99 @@ fn lowest(values: Vec<(String, f64)>, min: f64, unit: &str) -> (String, Vec<Stri
         .map(|(who, v)| format!("{who} at {v:.1} {unit}"))
         .collect();
     (measured, fails)
+}
+
+/// Each GPU of a model the floors table has, against its floors; a miss names the
+/// value, the floor, the peak it is a fraction of and where that peak comes from.
+fn model_floors(c: Criterion, r: &GpuReport) -> Criterion {
+    let table = match super::gpu_floors::Table::built_in() {
+        Ok(t) => t,
+        Err(e) => return not_run(c, &e),
+    };
+    let f = &table.fractions;
+    let mut fails = Vec::new();
+    let mut checked = 0;
+    let mut unknown: Vec<String> = Vec::new();
+    for g in r.gpus.iter().filter(|g| g.error.is_none()) {
+        let Some(m) = table.find(&g.name) else {
+            if !unknown.contains(&g.name) {
+                unknown.push(g.name.clone());
+            }
+            continue;
+        };
+        checked += 1;
+        let who = gpu_name(g);
+        let mut below = |what: String,
+                         v: Option<f64>,
+                         frac: f64,
+                         peak: f64,
+                         unit: &str,
+                         of: String| {
+            if let Some(v) = v.filter(|v| *v < frac * peak) {
+                fails.push(format!(
+                    "{who}: {what} {v:.1} {unit} below its floor {:.1} {unit} ({frac} × {of}: {}, {})",
+                    frac * peak,
+                    m.name,
+                    m.source
+                ));
+            }
+        };
+        below(
+            "device memory".into(),
+            g.copies.memory_gbps(),
+            f.memory,
+            m.memory_gbps,
+            "GB/s",
+            format!("the peak {} GB/s", m.memory_gbps),
+        );
+        let burn = g
+            .burn
+            .as_ref()
+            .filter(|b| b.error.is_none() && b.tflops > 0.0)
+            .map(|b| b.tflops);
+        below(
+            "FP32 burn".into(),
+            burn,
+            f.fp32,
+            m.fp32_tflops,
+            "TFLOP/s",
+            format!("the peak FP32 {} TFLOP/s", m.fp32_tflops),
+        );
+        if let Some(line) = super::gpu_floors::pcie_line_gbps(m.pcie_gen, m.pcie_width) {
+            for (dir, x) in [("H2D", &g.copies.h2d), ("D2H", &g.copies.d2h)] {
+                below(
+                    format!("{dir} copy"),
+                    copy_rate(x),
+                    f.host_copy,
+                    line,
+                    "GB/s",
+                    format!(
+                        "the PCIe Gen{} x{} line rate {line:.1} GB/s",
+                        m.pcie_gen, m.pcie_width
+                    ),
+                );
+            }
+        }
+    }
+    if checked == 0 {
+        return not_run(
+            c,
+            &format!(
+                "no floors for {} (cards/gpu-floors.toml has {})",
+                if unknown.is_empty() {
+                    "these GPUs".to_string()
+                } else {
+                    unknown.join(", ")
+                },
+                table.names()
+            ),
+        );
+    }
+    let mut measured = format!("{checked} GPU(s) of known models against their floors");
+    if !unknown.is_empty() {
+        measured.push_str(&format!("; no floors for {}", unknown.join(", ")));
+    }
+    settle(c, measured, fails)
 }
 
 fn copy_rate(x: &Option<super::gpu::CopyRate>) -> Option<f64> {
@@ -709,6 +819,11 @@ fn pcie(c: Criterion, r: &GpuReport, e: &GpuSpec) -> Criterion {
 /// Human phrases for counters that got worse from `before` to `after`: the fatal ones
 /// (uncorrected errors, remapping failures, pending retirements) and the notes
 /// (corrected errors).
+/// PCIe replays a GPU may count during the phase: DCGM's PCIe plugin fails a GPU
+/// with more than 80 while it runs (its `max_pcie_replays` default, NVIDIA/DCGM
+/// nvvs/plugin_src/pcie).
+pub const PCIE_REPLAYS_MAX: u64 = 80;
+
 pub fn counter_changes(
     before: &super::gpu::ErrorCounters,
     after: &super::gpu::ErrorCounters,
@@ -752,6 +867,14 @@ pub fn counter_changes(
     }
     if became(before.retired_pages_pending, after.retired_pages_pending) {
         fatal.push("a page retirement is pending (needs a driver reload)".into());
+    }
+    let replays = up(before.pcie_replays, after.pcie_replays);
+    if replays > PCIE_REPLAYS_MAX {
+        fatal.push(format!(
+            "{replays} PCIe replays (link retransmissions), more than {PCIE_REPLAYS_MAX}: a marginal link, riser or slot"
+        ));
+    } else if replays > 0 {
+        notes.push(format!("{replays} PCIe replay(s)"));
     }
     let corr = up(before.ecc_volatile_corrected, after.ecc_volatile_corrected).max(up(
         before.ecc_aggregate_corrected,
@@ -827,6 +950,11 @@ fn unread(
             "remapped_rows_pending",
             b.remapped_rows_pending.is_some(),
             a.remapped_rows_pending.is_some(),
+        ),
+        (
+            "pcie_replays",
+            b.pcie_replays.is_some(),
+            a.pcie_replays.is_some(),
         ),
         (
             "remapped_rows_failure",
@@ -1324,6 +1452,64 @@ mod tests {
         );
     }
 
+    /// The per-model floors (cards/gpu-floors.toml): a healthy H200 passes; one at
+    /// half its memory bandwidth and one at half its FP32 rate fail, each naming the
+    /// floor, the peak and its source; a model the table lacks is NOT RUN.
+    #[test]
+    fn model_floors_fail_a_gpu_at_half_its_bandwidth_or_flops_naming_the_source() {
+        let c = GpuCriteria {
+            model_floors: true,
+            ..Default::default()
+        };
+        let judge_floors = |r: &GpuReport| {
+            judge(Ok(r), None, &c, None)
+                .into_iter()
+                .find(|k| k.id == "gpu.model_floors")
+                .unwrap()
+        };
+        let k = judge_floors(&healthy());
+        assert_eq!(k.status, Status::Pass, "{k:#?}");
+        assert_eq!(k.measured, "4 GPU(s) of known models against their floors");
+        let mut r = healthy();
+        r.gpus[1].copies.d2d = rate(1200.0);
+        r.gpus[2].burn.as_mut().unwrap().tflops = 33.5;
+        let k = judge_floors(&r);
+        assert_eq!(k.status, Status::Fail, "{k:#?}");
+        assert!(
+            k.detail.contains("GPU 1")
+                && k.detail.contains("device memory 2400.0 GB/s below its floor 3120.0 GB/s (0.65 × the peak 4800 GB/s: H200 SXM, NVIDIA H200 Tensor Core GPU product page, https://www.nvidia.com/en-us/data-center/h200/"),
+            "{}",
+            k.detail
+        );
+        assert!(
+            k.detail.contains("FP32 burn 33.5 TFLOP/s below its floor 46.9 TFLOP/s (0.7 × the peak FP32 67 TFLOP/s"),
+            "{}",
+            k.detail
+        );
+        // A host link at Gen4 speed on a Gen5 GPU.
+        let mut r = healthy();
+        r.gpus[3].copies.h2d = rate(25.0);
+        let k = judge_floors(&r);
+        assert!(
+            k.detail.contains("H2D copy 25.0 GB/s below its floor 44.1 GB/s (0.7 × the PCIe Gen5 x16 line rate 63.0 GB/s"),
+            "{}",
+            k.detail
+        );
+        let mut r = healthy();
+        for g in &mut r.gpus {
+            g.name = "NVIDIA GeForce RTX 4090".into();
+        }
+        let k = judge_floors(&r);
+        assert_eq!(k.status, Status::NotRun, "{k:#?}");
+        assert!(
+            k.detail.starts_with(
+                "no floors for NVIDIA GeForce RTX 4090 (cards/gpu-floors.toml has H100 NVL, "
+            ),
+            "{}",
+            k.detail
+        );
+    }
+
     fn sdc_report(
         findings: Vec<crate::results::sdc::SdcFinding>,
     ) -> crate::results::sdc::SdcReport {
@@ -1395,6 +1581,18 @@ mod tests {
         // A threshold of 2 lets two pass.
         let cs = judge(Ok(&r), None, &c_with(2), Some(&spec()));
         assert_eq!(one(&cs, "gpu.sdc").status, Status::Pass);
+        // A GPU lost during the vote fails the criterion, with no finding at all: its
+        // later rounds did not vote.
+        let mut s = sdc_report(vec![]);
+        s.ranks[1].gpu_lost = Some("rank 1 round 40 gemm: CUDA_ERROR_LAUNCH_FAILED".into());
+        s.ranks[1].rounds_lost = 60;
+        r.sdc = Some(s);
+        let k = one(&judged(&r), "gpu.sdc").clone();
+        assert_eq!(k.status, Status::Fail, "{k:#?}");
+        assert_eq!(
+            k.detail,
+            "node1 GPU 0 (rank 1, PCI ): its GPU failed (rank 1 round 40 gemm: CUDA_ERROR_LAUNCH_FAILED); it did not vote in 60 round(s) after that"
+        );
         // The host check fails on its own, even with every vote agreeing.
         let mut s = sdc_report(vec![]);
         s.ranks[1].host_check = Some(false);

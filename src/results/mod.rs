@@ -16,6 +16,7 @@ pub mod dcgm;
 pub mod evidence;
 pub mod gpu;
 pub mod gpu_analysis;
+pub mod gpu_floors;
 pub mod probe;
 pub mod provenance;
 pub mod replay;

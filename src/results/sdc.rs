@@ -44,6 +44,13 @@ pub struct SdcRank {
     /// a kind did not run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_checks: Vec<String>,
+    /// GPU ranks: how its GPU failed (the first error), when it did; from that round
+    /// on its outputs did not vote (they are not the GPU's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_lost: Option<String>,
+    /// Rounds it did not vote in because its GPU had failed.
+    #[serde(default)]
+    pub rounds_lost: u64,
 }
 
 /// Elements of the first round's fma output a GPU rank compares with the host.

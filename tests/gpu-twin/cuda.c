@@ -30,6 +30,9 @@
  *   of one element: a different one every launch, or the same one every launch with
  *   TWIN_FMA_WRONG_AT = first, middle or last (a fault that repeats itself).
  *   TWIN_COPY_MS=N: every copy and memset on a stream runs N ms late (a slow link).
+ *   TWIN_LAUNCH_FAIL=gpu:N: from the Nth launch of the tensor-core product kernel on
+ *   that GPU (visible ordinal) on, every kernel launch on it fails (sticky
+ *   CUDA_ERROR_LAUNCH_FAILED: a GPU lost in the middle of a run).
  *   TWIN_CUDA_ECC_COPY=N: this process's Nth cuMemcpyHtoDAsync meets an uncorrectable
  *   ECC error when it runs (sticky CUDA_ERROR_ECC_UNCORRECTABLE, seen by the next
  *   stream query or synchronize, as on a GPU).
@@ -78,6 +81,7 @@ enum {
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
   CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES = 701,
   CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
+  CUDA_ERROR_LAUNCH_FAILED = 719,
   CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -1285,6 +1289,18 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   }
   struct twin_stream *s = resolve(h);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  if (s->dev >= 0 && s->dev < TWIN_MAX_GPUS) {
+    static unsigned long long mma_launches[TWIN_MAX_GPUS];
+    static int lost[TWIN_MAX_GPUS];
+    const char *lf = getenv("TWIN_LAUNCH_FAIL");
+    int gpu = -1;
+    unsigned long long nth = 0;
+    if (lf && sscanf(lf, "%d:%llu", &gpu, &nth) == 2 && gpu == s->dev) {
+      if (f->which == FN_MMA && __atomic_add_fetch(&mma_launches[gpu], 1, __ATOMIC_SEQ_CST) >= nth)
+        __atomic_store_n(&lost[gpu], 1, __ATOMIC_SEQ_CST);
+      if (__atomic_load_n(&lost[gpu], __ATOMIC_SEQ_CST)) return CUDA_ERROR_LAUNCH_FAILED;
+    }
+  }
   struct launch *l = calloc(1, sizeof *l);
   if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
   l->which = f->which;
@@ -1373,6 +1389,7 @@ static const char *err_name(CUresult e) {
     case CUDA_ERROR_NOT_INITIALIZED: return "CUDA_ERROR_NOT_INITIALIZED";
     case CUDA_ERROR_STUB_LIBRARY: return "CUDA_ERROR_STUB_LIBRARY";
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+    case CUDA_ERROR_LAUNCH_FAILED: return "CUDA_ERROR_LAUNCH_FAILED";
     case CUDA_ERROR_NO_DEVICE: return "CUDA_ERROR_NO_DEVICE";
     case CUDA_ERROR_INVALID_DEVICE: return "CUDA_ERROR_INVALID_DEVICE";
     case CUDA_ERROR_INVALID_IMAGE: return "CUDA_ERROR_INVALID_IMAGE";
@@ -1406,6 +1423,7 @@ API CUresult cuGetErrorString(CUresult e, const char **out) {
     case CUDA_ERROR_NOT_INITIALIZED: *out = "initialization error (burnin-twin)"; break;
     case CUDA_ERROR_STUB_LIBRARY: *out = "CUDA driver is a stub library (burnin-twin)"; break;
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *out = "too many resources requested for launch (burnin-twin)"; break;
+    case CUDA_ERROR_LAUNCH_FAILED: *out = "unspecified launch failure (burnin-twin)"; break;
     case CUDA_ERROR_NO_DEVICE: *out = "no CUDA-capable device is detected (burnin-twin)"; break;
     case CUDA_ERROR_INVALID_DEVICE: *out = "invalid device ordinal (burnin-twin)"; break;
     case CUDA_ERROR_INVALID_IMAGE: *out = "device kernel image is invalid (burnin-twin)"; break;

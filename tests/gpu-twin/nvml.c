@@ -20,8 +20,8 @@
  * keys: clock_errors=N (the next N clock reads answer NVML_ERROR_UNKNOWN),
  * throttle (reason names joined by '+', or a bit mask), sm_mhz, temp_c, power_w,
  * pcie_gen, pcie_width, pcie_max_gen, pcie_max_width, ecc_uncorrected_after,
- * ecc_corrected_after, rows_uncorrected_after (each counter reads N more after its first
- * read), remap_pending=1, remap_failure=1, xid=N (one XID event delivered once after
+ * ecc_corrected_after, rows_uncorrected_after, pcie_replays_after (each counter reads N
+ * more after its first read), remap_pending=1, remap_failure=1, xid=N (one XID event delivered once after
  * registration), events=unsupported (registering events answers "not supported").
  */
 #define _GNU_SOURCE
@@ -61,12 +61,13 @@ struct health {
   unsigned long long reasons;
   unsigned sm_mhz, mem_mhz, temp_c, power_mw;
   unsigned pcie_gen, pcie_width, pcie_max_gen, pcie_max_width;
-  unsigned long long ecc_unc_after, ecc_corr_after, rows_unc_after;
+  unsigned long long ecc_unc_after, ecc_corr_after, rows_unc_after, replays_after;
   int remap_pending, remap_failure, events_unsupported;
   int clock_errors; /* clock reads that answer NVML_ERROR_UNKNOWN, from the first on */
   unsigned long long xid;
   int ecc_reads[2][2]; /* [uncorrected?][aggregate?]: reads so far */
   int rows_reads;
+  int replay_reads;
 };
 struct gpu {
   int index;
@@ -87,6 +88,7 @@ typedef struct gpu *nvmlDevice_t;
   X(nvmlDeviceGetCurrPcieLinkWidth) X(nvmlDeviceGetMaxPcieLinkGeneration)                      \
   X(nvmlDeviceGetMaxPcieLinkWidth) X(nvmlDeviceGetTotalEccErrors) X(nvmlDeviceGetRetiredPages) \
   X(nvmlDeviceGetRetiredPagesPendingStatus) X(nvmlDeviceGetRemappedRows) X(nvmlEventSetCreate)  \
+  X(nvmlDeviceGetPcieReplayCounter)                                                          \
   X(nvmlDeviceRegisterEvents) X(nvmlEventSetWait_v2) X(nvmlEventSetFree)
 enum {
 #define X(n) I_##n,
@@ -389,6 +391,7 @@ static int set_key(struct health *h, const char *k, const char *v) {
   else if (!strcmp(k, "ecc_uncorrected_after")) h->ecc_unc_after = n;
   else if (!strcmp(k, "ecc_corrected_after")) h->ecc_corr_after = n;
   else if (!strcmp(k, "rows_uncorrected_after")) h->rows_unc_after = n;
+  else if (!strcmp(k, "pcie_replays_after")) h->replays_after = n;
   else if (!strcmp(k, "remap_pending")) h->remap_pending = n != 0;
   else if (!strcmp(k, "remap_failure")) h->remap_failure = n != 0;
   else if (!strcmp(k, "xid")) h->xid = n;
@@ -613,6 +616,15 @@ API nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t d, unsigned *corr, unsig
   *unc = (unsigned)rising(&d->h.rows_reads, 0, d->h.rows_unc_after);
   *pending = (unsigned)d->h.remap_pending;
   *failure = (unsigned)d->h.remap_failure;
+  return NVML_SUCCESS;
+}
+
+/* PCIe replays (link-level retransmissions): 0, then pcie_replays_after more. */
+API nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t d, unsigned *v) {
+  COUNT(nvmlDeviceGetPcieReplayCounter);
+  DEV_OK(d);
+  if (!v) return NVML_ERROR_INVALID_ARGUMENT;
+  *v = (unsigned)rising(&d->h.replay_reads, 0, d->h.replays_after);
   return NVML_SUCCESS;
 }
 
