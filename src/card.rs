@@ -394,7 +394,7 @@ pub struct GpuCriteria {
     /// RUN where DCGM is not installed).
     #[serde(default)]
     pub dcgm_diag: bool,
-    /// Every GPU of a model in cards/gpu-floors.toml at its floors: device memory,
+    /// Every GPU of a model in cards/floors/gpu-floors.toml at its floors: device memory,
     /// FP32 burn and host copies each at least a fraction of NVIDIA's published peak
     /// (NOT RUN when no GPU is of a model the table has).
     #[serde(default)]

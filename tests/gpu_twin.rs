@@ -1495,8 +1495,9 @@ fn model_floors_fail_a_slow_h200_naming_the_floor_and_its_source() {
     let r = run("floors-unknown", "NVIDIA Twin 9000");
     assert_eq!(verdict_of(&r, FLOORS), "NOT RUN", "{}", r.all());
     assert!(
-        r.stdout
-            .contains("no floors for NVIDIA Twin 9000 (cards/gpu-floors.toml has H100 NVL, "),
+        r.stdout.contains(
+            "no floors for NVIDIA Twin 9000 (cards/floors/gpu-floors.toml has H100 NVL, "
+        ),
         "{}",
         r.all()
     );

@@ -59,7 +59,7 @@ pub struct GpuArgs {
     pub dcgm_diag: bool,
     /// Only read every GPU's error counters (no copies, no burn): the end of an
     /// acceptance, compared with the counters the GPU phase read at its start.
-    /// Judge every GPU of a model cards/gpu-floors.toml has against its floors:
+    /// Judge every GPU of a model cards/floors/gpu-floors.toml has against its floors:
     /// device memory, FP32 burn and host copies each at least a fraction of NVIDIA's
     /// published peak, a miss named with the floor and its source.
     #[arg(long)]

@@ -193,7 +193,7 @@ pub fn judge(
         }));
     }
     if c.model_floors {
-        let what = "every GPU of a known model at its floors (cards/gpu-floors.toml): device memory, FP32 burn, host copies";
+        let what = "every GPU of a known model at its floors (cards/floors/gpu-floors.toml): device memory, FP32 burn, host copies";
         let k = crit("model_floors", what, "≥ the model's floors".into());
         out.push(on.judge(k, model_floors));
     }
@@ -504,7 +504,7 @@ fn model_floors(c: Criterion, r: &GpuReport) -> Criterion {
         return not_run(
             c,
             &format!(
-                "no floors for {} (cards/gpu-floors.toml has {})",
+                "no floors for {} (cards/floors/gpu-floors.toml has {})",
                 if unknown.is_empty() {
                     "these GPUs".to_string()
                 } else {
@@ -1452,7 +1452,7 @@ mod tests {
         );
     }
 
-    /// The per-model floors (cards/gpu-floors.toml): a healthy H200 passes; one at
+    /// The per-model floors (cards/floors/gpu-floors.toml): a healthy H200 passes; one at
     /// half its memory bandwidth and one at half its FP32 rate fail, each naming the
     /// floor, the peak and its source; a model the table lacks is NOT RUN.
     #[test]
@@ -1503,7 +1503,7 @@ mod tests {
         assert_eq!(k.status, Status::NotRun, "{k:#?}");
         assert!(
             k.detail.starts_with(
-                "no floors for NVIDIA GeForce RTX 4090 (cards/gpu-floors.toml has H100 NVL, "
+                "no floors for NVIDIA GeForce RTX 4090 (cards/floors/gpu-floors.toml has H100 NVL, "
             ),
             "{}",
             k.detail

@@ -1,11 +1,11 @@
-//! Floors per GPU model for `burnin gpu` ([`cards/gpu-floors.toml`], built in): a GPU
+//! Floors per GPU model for `burnin gpu` (`cards/floors/gpu-floors.toml`, built in): a GPU
 //! of a known model whose device memory bandwidth, FP32 burn or host copies fall below a
 //! fraction of NVIDIA's published peak fails `gpu.model_floors`, naming the floor and
 //! where its number comes from. The file says why each fraction is what it is.
 use serde::Deserialize;
 
 /// The table as shipped.
-pub const BUILT_IN: &str = include_str!("../../cards/gpu-floors.toml");
+pub const BUILT_IN: &str = include_str!("../../cards/floors/gpu-floors.toml");
 
 /// What fraction of each peak a healthy GPU reaches at least.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
@@ -53,7 +53,7 @@ pub struct Table {
 impl Table {
     /// The built-in table.
     pub fn built_in() -> Result<Table, String> {
-        toml::from_str(BUILT_IN).map_err(|e| format!("cards/gpu-floors.toml: {e}"))
+        toml::from_str(BUILT_IN).map_err(|e| format!("cards/floors/gpu-floors.toml: {e}"))
     }
 
     /// The model a CUDA device name is (the first whose substring it holds).
