@@ -507,6 +507,12 @@ fn gpu_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
     if let Some(s) = g.sdc_s {
         a.extend(["--sdc".into(), s.to_string()]);
     }
+    if let Some(s) = g.memtest_s {
+        a.extend(["--memtest".into(), s.to_string()]);
+    }
+    if let Some(s) = g.memtest_share {
+        a.extend(["--memtest-share".into(), s.to_string()]);
+    }
     if g.dcgm_diag.unwrap_or(g.criteria.dcgm_diag) {
         a.push("--dcgm-diag".into());
     }

@@ -322,6 +322,13 @@ pub struct GpuPhaseSpec {
     /// ranks of one GPU (or CPU) model (--sdc; default: none). Judged as `gpu.sdc`.
     #[serde(default)]
     pub sdc_s: Option<f64>,
+    /// Seconds of device memory test after the burn (--memtest; one pass at least;
+    /// default: none). Judged as `gpu.memtest`.
+    #[serde(default)]
+    pub memtest_s: Option<f64>,
+    /// Share of each GPU's free memory the test covers (--memtest-share; default 0.9).
+    #[serde(default)]
+    pub memtest_share: Option<f64>,
     /// Run `dcgmi diag -r 1 -j` on each node after the burn when DCGM is installed
     /// (--dcgm-diag; default: when the criterion `dcgm_diag` is on).
     #[serde(default)]
@@ -394,6 +401,11 @@ pub struct GpuCriteria {
     /// RUN where DCGM is not installed).
     #[serde(default)]
     pub dcgm_diag: bool,
+    /// The share of each GPU's free memory the memory test must cover, 0..1 (default
+    /// 0.9; judged when the phase ran the test, `[gpu] memtest_s`): any failing word
+    /// FAILs.
+    #[serde(default)]
+    pub min_memtest_share: Option<f64>,
     /// Every GPU of a model in cards/floors/gpu-floors.toml at its floors: device memory,
     /// FP32 burn and host copies each at least a fraction of NVIDIA's published peak
     /// (NOT RUN when no GPU is of a model the table has).
@@ -419,6 +431,7 @@ impl Default for GpuCriteria {
             max_sdc_disagreements: None,
             zero_wrong: true,
             dcgm_diag: false,
+            min_memtest_share: None,
             model_floors: false,
         }
     }
@@ -1170,6 +1183,16 @@ impl GpuPhaseSpec {
     fn validate(&self, cx: &Field) -> Result<()> {
         cx.positive("gpu", "burn_s", self.burn_s)?;
         cx.positive("gpu", "sdc_s", self.sdc_s)?;
+        cx.positive("gpu", "memtest_s", self.memtest_s)?;
+        if self
+            .memtest_share
+            .is_some_and(|v| !(0.05..=0.98).contains(&v))
+        {
+            return Err(anyhow!(
+                "{}: must be 0.05 to 0.98",
+                cx.at("gpu", "memtest_share")
+            ));
+        }
         cx.positive("gpu", "timeout_s", self.timeout_s)?;
         if self.copy_bytes.is_some_and(|b| b.get() == 0) {
             return Err(anyhow!(
@@ -1189,6 +1212,7 @@ impl GpuPhaseSpec {
             ("min_tflops_fraction", c.min_tflops_fraction),
             ("max_tflops_spread", c.max_tflops_spread),
             ("max_throttled_share", c.max_throttled_share),
+            ("min_memtest_share", c.min_memtest_share),
         ] {
             cx.fraction(t, key, v)?;
         }

@@ -17,7 +17,13 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The tests the coverage check waits for.
-const SCENARIOS: usize = 14;
+/// The scenarios the last test waits for: every test of this file that holds a
+/// [`Scenario`] (counted in the source, so a new test cannot be forgotten).
+fn scenarios() -> usize {
+    include_str!("gpu_twin.rs")
+        .matches(concat!("let _s = ", "Scenario;"))
+        .count()
+}
 static FINISHED: AtomicUsize = AtomicUsize::new(0);
 
 /// Counts a scenario as finished when dropped (passed or failed).
@@ -1327,7 +1333,9 @@ fn total_counts() -> std::collections::BTreeMap<(String, String), u64> {
 fn zz_every_twin_entry_point_was_called_and_burnin_met_none_missing() {
     // The other tests of this file run alongside: wait for them (bounded).
     let t = Instant::now();
-    while FINISHED.load(Ordering::SeqCst) < SCENARIOS {
+    let want = scenarios();
+    assert!(want >= 18, "{want} scenarios counted");
+    while FINISHED.load(Ordering::SeqCst) < want {
         assert!(
             t.elapsed() < Duration::from_secs(600),
             "the twin scenarios did not finish"
@@ -1501,6 +1509,82 @@ fn model_floors_fail_a_slow_h200_naming_the_floor_and_its_source() {
         "{}",
         r.all()
     );
+}
+
+/// `burnin gpu --memtest` on a twin GPU of 96 MiB: a healthy GPU passes with at least
+/// 90% of its free memory tested; with one bit of one word stuck at 1 (the twin's
+/// fault, at an address inside the tested region) the criterion fails naming that
+/// address and bit, and gpu.json holds the failure.
+#[test]
+fn memtest_covers_the_free_memory_and_names_a_stuck_bit_by_address() {
+    let _s = Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, env: &[(&str, &str)]| {
+        let out = dir.path().join(name);
+        let args = [
+            "gpu",
+            "--burn",
+            "0.2s",
+            "--copy-bytes",
+            "64K",
+            "--peer-bytes",
+            "64K",
+            "--reps",
+            "1",
+            "--memtest",
+            "0.1s",
+            "--out",
+            s(&out),
+        ];
+        let mut all = vec![("TWIN_GPUS", "1"), ("TWIN_GPU_MEMORY_MIB", "96")];
+        all.extend_from_slice(env);
+        let r = on_twin(name, 1, &args, &all, Duration::from_secs(180));
+        (r, json(&out.join("gpu.json")))
+    };
+    const MEMTEST: &str = "device memory test";
+    let (r, j) = run("memtest-healthy", &[]);
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    assert_eq!(verdict_of(&r, MEMTEST), "PASS", "{}", r.all());
+    let m = &j["gpus"][0]["memtest"];
+    let free = m["free_bytes"].as_u64().unwrap();
+    let tested = m["tested_bytes"].as_u64().unwrap();
+    assert!(free > 90 << 20 && tested * 10 >= free * 9, "{m}");
+    assert!(
+        m["passes"].as_u64().unwrap() >= 1 && m["gbps"].as_f64().unwrap() > 0.0,
+        "{m}"
+    );
+    assert_eq!(m["failing_words"], 0, "{m}");
+    assert_eq!(
+        m["patterns"],
+        serde_json::json!(["address", "walking one", "random"])
+    );
+    // The same run again lays its buffers out the same way: plant the stuck bit in
+    // the middle of the tested region.
+    let region = m["regions"][0]["address"].as_str().unwrap();
+    let base = u64::from_str_radix(region.trim_start_matches("0x"), 16).unwrap();
+    let bad = base + (tested / 2) / 8 * 8;
+    let fault = format!("{bad:x}:13:1");
+    let (r, j) = run("memtest-stuck", &[("TWIN_HBM_STUCK", fault.as_str())]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    assert_eq!(verdict_of(&r, MEMTEST), "FAIL", "{}", r.all());
+    let d = detail(&r, "gpu.memtest");
+    assert!(
+        d.contains("failing 8-byte word(s); first at ")
+            && d.contains(&format!("{bad:#x} bit(s) [13]")),
+        "{d}"
+    );
+    let m = &j["gpus"][0]["memtest"];
+    // Bit 13 stuck at 1 fails wherever a stage expects a 0 there: the walking one
+    // (bit 13 is not its bit in that word), the inverse of an address with bit 13
+    // set, and random data half the time.
+    assert!(m["failing_words"].as_u64().unwrap() >= 2, "{m}");
+    let f = &m["failures"][0];
+    assert_eq!(f["address"], format!("{bad:#x}").as_str(), "{m}");
+    assert_eq!(f["bits"], serde_json::json!([13]), "{m}");
+    let (want, read) = (f["expected"].as_str().unwrap(), f["read"].as_str().unwrap());
+    let hex = |t: &str| u64::from_str_radix(t.trim_start_matches("0x"), 16).unwrap();
+    assert_eq!(hex(want) ^ hex(read), 1 << 13, "{f}");
+    assert_eq!(hex(read) >> 13 & 1, 1, "{f}");
 }
 
 /// `burnin gpu --sdc` on twin GPUs: healthy ranks agree over 1,000 rounds; a GPU whose

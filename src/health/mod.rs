@@ -18,6 +18,7 @@
 //!   default criteria; a card's `[gpu.criteria]` judges the same record in the report.
 pub mod burn;
 pub mod copy;
+pub mod memtest;
 pub mod sdc;
 
 use crate::backend::nccl::device::Device;
@@ -57,15 +58,23 @@ pub struct GpuArgs {
     /// where dcgmi is installed.
     #[arg(long)]
     pub dcgm_diag: bool,
-    /// Only read every GPU's error counters (no copies, no burn): the end of an
-    /// acceptance, compared with the counters the GPU phase read at its start.
     /// Judge every GPU of a model cards/floors/gpu-floors.toml has against its floors:
     /// device memory, FP32 burn and host copies each at least a fraction of NVIDIA's
     /// published peak, a miss named with the floor and its source.
     #[arg(long)]
     pub model_floors: bool,
+    /// Only read every GPU's error counters (no copies, no burn): the end of an
+    /// acceptance, compared with the counters the GPU phase read at its start.
     #[arg(long)]
     pub counters_only: bool,
+    /// Device memory test after the burn (and the SDC rounds): passes of address,
+    /// walking-one and random patterns, each with its inverse, over --memtest-share of
+    /// the free memory for about TIME (one pass at least; 0: off).
+    #[arg(long, value_name = "TIME", default_value = "0", value_parser = parse_seconds)]
+    pub memtest: f64,
+    /// Share of the free device memory the memory test covers (0.05 to 0.98).
+    #[arg(long, value_name = "SHARE", default_value_t = 0.9)]
+    pub memtest_share: f64,
     /// Topology file whose `[gpu]` numbers the default criteria compare with.
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
@@ -123,6 +132,12 @@ pub fn validate(args: &GpuArgs) -> Result<()> {
     if args.sdc > 0.0 && !(4096..=(4u64 << 30)).contains(&b) {
         return agreed(format!("--sdc-bytes: {} must be 4K to 4G", args.sdc_bytes));
     }
+    if !(0.05..=0.98).contains(&args.memtest_share) {
+        return agreed(format!(
+            "--memtest-share: {} must be 0.05 to 0.98",
+            args.memtest_share
+        ));
+    }
     if args.sdc_rounds == Some(0) {
         return agreed("--sdc-rounds: must be at least 1".into());
     }
@@ -158,7 +173,8 @@ pub fn run(world: &World, g: &GlobalArgs, args: &GpuArgs, dog: Arc<Watchdog>) ->
         .flatten();
     let started = SystemTime::now();
     let t0 = Instant::now();
-    let limit = Duration::from_secs_f64(g.timeout_secs() + args.burn.max(args.sdc));
+    let limit =
+        Duration::from_secs_f64(g.timeout_secs() + args.burn.max(args.sdc).max(args.memtest));
     let mine = measure_rank(world, args, &dog, limit);
     let all = world.gather_json(&mine)?;
     let Some(all) = all else {
@@ -323,9 +339,10 @@ fn measure_rank(world: &World, args: &GpuArgs, dog: &Watchdog, limit: Duration) 
     let stage = nvml::Stage::new("idle", m.nvml.as_ref());
     let period = Duration::from_millis(args.sample_ms);
     let watched = nvml::watch(period, &stage, || work(world, args, dog, limit, &m, &stage));
-    let (copies, matrix, burn, sdc) = watched.value;
+    let (copies, matrix, burn, sdc, memtest) = watched.value;
     m.health.copies = copies;
     m.health.burn = burn;
+    m.health.memtest = memtest;
     m.health.xids = watched.xids;
     m.health.xid_listening = watched.xid_listening;
     if let Some(e) = watched.error {
@@ -385,6 +402,7 @@ type Work = (
     Option<NodeMatrix>,
     Option<crate::results::gpu::Burn>,
     Option<crate::results::sdc::SdcReport>,
+    Option<crate::results::gpu::MemTest>,
 );
 
 /// The copies in turns, the peer matrix by local rank 0, the burn on every GPU at
@@ -464,7 +482,18 @@ fn work(
         stage.set("idle");
         r
     });
-    (copies, matrix, burn, sdc.flatten())
+    let memtest = (args.memtest > 0.0).then(|| {
+        stage.set("memtest");
+        let _g = dog.arm("the memory test", limit);
+        let t = m
+            .dev
+            .as_ref()
+            .and_then(|d| memtest::memtest(d, args.memtest, args.memtest_share, m.nvml.as_ref()));
+        stage.set("idle");
+        world.comm.barrier();
+        t
+    });
+    (copies, matrix, burn, sdc.flatten(), memtest.flatten())
 }
 
 /// Local rank 0's matrix over every GPU it sees (None with one GPU).

@@ -124,6 +124,74 @@ pub struct Burn {
     pub error: Option<String>,
 }
 
+/// The device memory test of one GPU: most of its free memory written and read back
+/// with several patterns, on the GPU.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemTest {
+    /// Device memory free when the test began, bytes (cuMemGetInfo).
+    pub free_bytes: u64,
+    /// The GPU's memory, bytes.
+    pub total_bytes: u64,
+    /// Bytes tested: every region below, each through every pattern of every pass.
+    pub tested_bytes: u64,
+    /// tested_bytes / free_bytes.
+    pub share_of_free: f64,
+    /// The share of free memory asked for (`--memtest-share`).
+    pub share_asked: f64,
+    /// The allocations tested.
+    pub regions: Vec<MemRegion>,
+    /// The patterns of each pass, in order.
+    pub patterns: Vec<String>,
+    /// Passes completed over every region (at least one; more while the time lasts).
+    pub passes: u64,
+    /// Seconds from the first allocation to the last check read back.
+    pub seconds: f64,
+    /// GPU time of the passes (CUDA events), seconds.
+    pub gpu_seconds: f64,
+    /// Bytes written and read by the kernels over gpu_seconds, GB/s (10^9): each
+    /// pattern writes a region once, reads and rewrites it once and reads it once
+    /// (4 × its bytes), comparable with a device-local copy's memory bandwidth.
+    pub gbps: f64,
+    /// 8-byte words read back different from what was written, over all passes.
+    pub failing_words: u64,
+    /// The first failure at each failing address, lowest first in each pass (at
+    /// most 16).
+    pub failures: Vec<MemFailure>,
+    /// Error counters read just before the test (new corrected ECC errors during it
+    /// are faults the ECC hid from the test).
+    pub counters_before: Option<ErrorCounters>,
+    /// Error counters read just after it.
+    pub counters_after: Option<ErrorCounters>,
+    /// Why the test did not run or stopped (what ran before is counted).
+    pub error: Option<String>,
+}
+
+/// One allocation the memory test covered.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemRegion {
+    /// Device address, hex.
+    pub address: String,
+    /// Its size, bytes.
+    pub bytes: u64,
+}
+
+/// One 8-byte word the memory test read back wrong.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct MemFailure {
+    /// Device address of the word, hex.
+    pub address: String,
+    /// The pattern and stage that found it ("random, inverted").
+    pub pattern: String,
+    /// The pass (0 is the first).
+    pub pass: u64,
+    /// What the word should hold (what was written), hex.
+    pub expected: String,
+    /// What was read back, hex.
+    pub read: String,
+    /// The bits that differ (0 is the least significant of the little-endian word).
+    pub bits: Vec<u32>,
+}
+
 /// NVML's clocks-event (throttle) reasons, by name, as the bits of
 /// `nvmlDeviceGetCurrentClocksEventReasons`.
 pub const REASONS: &[(u64, &str)] = &[
@@ -292,6 +360,9 @@ pub struct GpuHealth {
     pub copies: GpuCopies,
     /// The compute burn.
     pub burn: Option<Burn>,
+    /// The device memory test (`--memtest`).
+    #[serde(default)]
+    pub memtest: Option<MemTest>,
     /// Throttling during the burn, from the NVML samples.
     pub throttle: Option<ThrottleSummary>,
     /// The PCIe link.

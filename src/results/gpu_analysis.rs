@@ -192,6 +192,27 @@ pub fn judge(
             errors(k, r, on.after)
         }));
     }
+    let memtest_ran = on
+        .report
+        .as_ref()
+        .is_ok_and(|r| r.gpus.iter().any(|g| g.memtest.is_some()));
+    if memtest_ran || c.min_memtest_share.is_some() {
+        let min = c.min_memtest_share.unwrap_or(MEMTEST_SHARE);
+        let what = "device memory test (address, walking ones and zeros, random; each inverted) on every GPU";
+        let k = crit(
+            "memtest",
+            what,
+            format!("0 failing words over ≥ {:.0}% of free memory", min * 100.0),
+        );
+        out.push(if memtest_ran {
+            on.judge(k, |k, r| memtest(k, r, min))
+        } else {
+            not_run(
+                k,
+                "no memory test ran (burnin gpu --memtest; card [gpu] memtest_s)",
+            )
+        });
+    }
     if c.model_floors {
         let what = "every GPU of a known model at its floors (cards/floors/gpu-floors.toml): device memory, FP32 burn, host copies";
         let k = crit("model_floors", what, "≥ the model's floors".into());
@@ -359,6 +380,65 @@ fn measured(c: Criterion, r: &GpuReport) -> Criterion {
         .collect();
     let ok = r.gpus.len() - fails.len();
     settle(c, format!("{ok} of {} GPUs", r.gpus.len()), fails)
+}
+
+/// The share of free memory the memory test must cover when a card does not say.
+pub const MEMTEST_SHARE: f64 = 0.9;
+
+/// Every GPU's memory test: FAIL on a failing word (named by address and bits), an
+/// error, a GPU that did not run it, or less than `min` of its free memory covered.
+fn memtest(c: Criterion, r: &GpuReport, min: f64) -> Criterion {
+    let mut fails = Vec::new();
+    let (mut gpus, mut bytes, mut slowest) = (0, 0u64, f64::INFINITY);
+    let mut low_share = f64::INFINITY;
+    for g in r.gpus.iter().filter(|g| g.error.is_none()) {
+        let Some(m) = &g.memtest else {
+            fails.push(format!("{}: no memory test ran", gpu_name(g)));
+            continue;
+        };
+        gpus += 1;
+        bytes += m.tested_bytes;
+        if m.gbps > 0.0 {
+            slowest = slowest.min(m.gbps);
+        }
+        low_share = low_share.min(m.share_of_free);
+        if m.failing_words > 0 {
+            let first = m.failures.first().map_or(String::new(), |f| {
+                format!(
+                    "; first at {} bit(s) {:?} ({}, pass {}: wrote {}, read {})",
+                    f.address, f.bits, f.pattern, f.pass, f.expected, f.read
+                )
+            });
+            fails.push(format!(
+                "{}: {} failing 8-byte word(s){first}",
+                gpu_name(g),
+                m.failing_words
+            ));
+        }
+        if let Some(e) = &m.error {
+            fails.push(format!("{}: the memory test stopped: {e}", gpu_name(g)));
+        } else if m.share_of_free < min {
+            fails.push(format!(
+                "{}: tested {} of {} free ({:.1}%, below {:.0}%)",
+                gpu_name(g),
+                crate::units::Bytes(m.tested_bytes),
+                crate::units::Bytes(m.free_bytes),
+                m.share_of_free * 100.0,
+                min * 100.0
+            ));
+        }
+    }
+    let mut measured = format!("{gpus} GPU(s), {} tested", crate::units::Bytes(bytes));
+    if low_share.is_finite() {
+        measured.push_str(&format!(
+            ", ≥ {:.1}% of free memory each",
+            low_share * 100.0
+        ));
+    }
+    if slowest.is_finite() {
+        measured.push_str(&format!(", slowest {slowest:.1} GB/s"));
+    }
+    settle(c, measured, fails)
 }
 
 fn wrong(c: Criterion, r: &GpuReport) -> Criterion {
@@ -1119,6 +1199,7 @@ mod tests {
                 error: None,
                 ..Burn::default()
             }),
+            memtest: None,
             throttle: Some(ThrottleSummary {
                 samples: 300,
                 throttled_share: 0.0,
@@ -1233,6 +1314,61 @@ mod tests {
             one(&cs, "gpu.memory").measured,
             "lowest 4200.0 GB/s (node1 GPU 0)"
         );
+    }
+
+    fn tested(free: u64, tested: u64) -> crate::results::gpu::MemTest {
+        crate::results::gpu::MemTest {
+            free_bytes: free,
+            tested_bytes: tested,
+            share_of_free: tested as f64 / free as f64,
+            passes: 1,
+            gbps: 2900.0,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_memory_test_names_a_failing_word_a_short_cover_and_a_gpu_without_it() {
+        let mut r = healthy();
+        for g in &mut r.gpus {
+            g.memtest = Some(tested(80 << 30, 73 << 30));
+        }
+        let cs = judged(&r);
+        let m = one(&cs, "gpu.memtest");
+        assert_eq!(m.status, Status::Pass, "{m:#?}");
+        assert!(m.measured.starts_with("4 GPU(s), "), "{m:#?}");
+        let f = r.gpus[1].memtest.as_mut().unwrap();
+        f.failing_words = 3;
+        f.failures.push(crate::results::gpu::MemFailure {
+            address: "0x7a0000100020".into(),
+            pattern: "walking one".into(),
+            bits: vec![13],
+            ..Default::default()
+        });
+        only_fails(
+            &r,
+            "gpu.memtest",
+            "node1 GPU 1: 3 failing 8-byte word(s); first at 0x7a0000100020 bit(s) [13] (walking one",
+        );
+        let mut r = healthy();
+        for g in &mut r.gpus {
+            g.memtest = Some(tested(80 << 30, 73 << 30));
+        }
+        r.gpus[2].memtest = Some(tested(80 << 30, 40 << 30));
+        r.gpus[3].memtest = None;
+        let cs = judged(&r);
+        let d = &one(&cs, "gpu.memtest").detail;
+        assert!(d.contains("node1 GPU 2: tested 40"), "{d}");
+        assert!(d.contains("(50.0%, below 90%)"), "{d}");
+        assert!(d.contains("node1 GPU 3: no memory test ran"), "{d}");
+        // Not asked for and not run: no criterion; asked for and not run: NOT RUN.
+        assert!(judged(&healthy()).iter().all(|c| c.id != "gpu.memtest"));
+        let asked = GpuCriteria {
+            min_memtest_share: Some(0.5),
+            ..criteria()
+        };
+        let cs = judge(Ok(&healthy()), None, &asked, Some(&spec()));
+        assert_eq!(one(&cs, "gpu.memtest").status, Status::NotRun, "{cs:#?}");
     }
 
     #[test]

@@ -1073,10 +1073,10 @@ API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
 /* ------------------------------------------------------------------ modules */
 /* burnin's two PTX images: kernels.ptx (fill, check, fma; sm_52) and sdc.ptx (the SDC
  * vote's operands, mma, pattern and reduce; sm_80). */
-enum { FN_FILL, FN_CHECK, FN_FMA, FN_OPERANDS, FN_MMA, FN_PATTERN, FN_REDUCE, FN_N };
-static const char *const fn_names[FN_N] = {"burnin_fill",         "burnin_check", "burnin_fma",
-                                           "burnin_sdc_operands", "burnin_mma",   "burnin_sdc_pattern",
-                                           "burnin_sdc_reduce"};
+enum { FN_FILL, FN_CHECK, FN_FMA, FN_OPERANDS, FN_MMA, FN_PATTERN, FN_REDUCE, FN_MEMTEST, FN_N };
+static const char *const fn_names[FN_N] = {"burnin_fill",        "burnin_check",       "burnin_fma",
+                                           "burnin_sdc_operands", "burnin_mma",         "burnin_sdc_pattern",
+                                           "burnin_sdc_reduce",   "burnin_memtest"};
 struct twin_module {
   int unloaded;
   int has[FN_N];           /* the entries the image holds */
@@ -1118,9 +1118,9 @@ API CUresult cuModuleLoadData(CUmodule *out, const void *image) {
     /* The JIT honours each entry's .maxntid: a launch with a larger block fails. */
     if (n && n < body) m->maxntid[i] = (unsigned)strtoul(n + 9, NULL, 10);
   }
-  int kernels = m->has[FN_FILL] && m->has[FN_CHECK] && m->has[FN_FMA];
+  int kernels = m->has[FN_FILL] && m->has[FN_CHECK] && m->has[FN_FMA] && m->has[FN_MEMTEST];
   int sdc = m->has[FN_OPERANDS] && m->has[FN_MMA] && m->has[FN_PATTERN] && m->has[FN_REDUCE];
-  if (found != (kernels ? 3 : 0) + (sdc ? 4 : 0) || !found) {
+  if (found != (kernels ? 4 : 0) + (sdc ? 4 : 0) || !found) {
     free(m);
     return CUDA_ERROR_INVALID_IMAGE;
   }
@@ -1196,6 +1196,21 @@ static void operands_one(struct launch *l) { burnin_sdc_operands((u16 *)t_buf, (
 static void mma_one(struct launch *l) { burnin_mma((const u16 *)t_buf, (const u16 *)t_aux, (float *)t_ctr, l->a[3]); }
 static void pattern_one(struct launch *l) { burnin_sdc_pattern((u64 *)t_buf, l->a[1], l->a[2]); }
 static void reduce_one(struct launch *l) { burnin_sdc_reduce((const u64 *)t_buf, l->a[1], (double *)t_aux); }
+static void memtest_one(struct launch *l) {
+  burnin_memtest((u64 *)t_buf, l->a[1], l->a[2], l->a[3], l->a[4], l->a[5], (u64 *)t_ctr);
+}
+
+/* TWIN_HBM_STUCK=ADDRESS:BIT:VALUE — the bit BIT of the 8-byte word at device address
+ * ADDRESS (hex) is stuck at VALUE (0 or 1): after every memory-test launch that wrote
+ * it, it holds VALUE whatever was written (a memory cell that cannot change). */
+static void hbm_stuck(const struct launch *l, u64 *buf) {
+  const char *e = getenv("TWIN_HBM_STUCK");
+  unsigned long long addr = 0, bit = 0, value = 0;
+  if (!e || sscanf(e, "%llx:%llu:%llu", &addr, &bit, &value) != 3 || bit > 63) return;
+  if (addr < l->a[0] || addr >= l->a[0] + 8 * l->a[1] || (addr - l->a[0]) % 8) return;
+  u64 *w = &buf[(addr - l->a[0]) / 8];
+  *w = value ? (*w | (1ULL << bit)) : (*w & ~(1ULL << bit));
+}
 
 /* The SDC kernels' buffers (device addresses in a[]), as host addresses: NULL when one
  * is not a live allocation of that size (reported). */
@@ -1218,12 +1233,23 @@ static int sdc_buffers(const struct launch *l, unsigned char *p[3]) {
 
 static void run_kernel(void *p) {
   struct launch *l = p;
-  if (l->which >= FN_OPERANDS) {
+  if (l->which >= FN_OPERANDS && l->which != FN_MEMTEST) {
     static void (*const one[])(struct launch *) = {operands_one, mma_one, pattern_one, reduce_one};
     unsigned char *b[3];
     if (sdc_buffers(l, b)) {
       t_buf = b[0], t_aux = b[1], t_ctr = b[2];
       run_grid(l, one[l->which - FN_OPERANDS]);
+    } else {
+      fault();
+    }
+  } else if (l->which == FN_MEMTEST) {
+    unsigned char *buf = host_ptr(l->a[0], l->a[1] * 8, "burnin_memtest");
+    unsigned char *ctr = host_ptr(l->a[6], (2 + 2 * MEM_SAMPLE) * 8, "burnin_memtest");
+    if (buf && ctr) {
+      t_buf = buf;
+      t_ctr = ctr;
+      run_grid(l, memtest_one);
+      if (l->a[5] == 0 || l->a[5] == 2) hbm_stuck(l, (u64 *)buf);
     } else {
       fault();
     }
@@ -1308,7 +1334,14 @@ API CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
   l->block = bx;
   l->corrupt = -1;
   /* the parameters are copied at launch, as the driver does */
-  if (f->which >= FN_OPERANDS) {
+  if (f->which == FN_MEMTEST) {
+    for (int i = 0; i < 7; i++) l->a[i] = *(unsigned long long *)params[i];
+    if (!l->a[1] || l->a[5] > 3 || !host_ptr(l->a[0], l->a[1] * 8, "burnin_memtest") ||
+        !host_ptr(l->a[6], (2 + 2 * MEM_SAMPLE) * 8, "burnin_memtest")) {
+      free(l);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+  } else if (f->which >= FN_OPERANDS) {
     int np = f->which == FN_OPERANDS || f->which == FN_MMA ? 4 : 3;
     for (int i = 0; i < np; i++) l->a[i] = *(unsigned long long *)params[i];
     unsigned char *b[3];

@@ -175,3 +175,46 @@ KERNEL BOUNDS(256, 4) void burnin_fma(float *out, u64 len, u64 iters, float a, f
     }
   }
 }
+
+// The memory test (src/health/memtest.rs). One launch is one stage over `len` 8-byte
+// words at `buf`, whose device address is `addr`:
+//   mode 0 writes pattern p; mode 1 reads and checks p; mode 2 checks p and writes
+//   its inverse ~p (a moving inversion: every bit is written both ways); mode 3
+//   checks ~p.
+// Patterns (`kind`): 0 the word's own device address (address decoding); 1 a walking
+// one, bit (i + seed) % 64 (mode 2 turns it into a walking zero); 2 random data,
+// splitmix64 of (seed, i) as src/health/copy.rs's pattern_word.
+// Counters: [0] failing words, [1] lowest failing index (starts at ~0), then for up
+// to MEM_SAMPLE failures the pair (index, value read).
+#define MEM_SAMPLE 16
+DEVICE u64 mem_expect(u64 kind, u64 seed, u64 addr, u64 i) {
+  if (kind == 0) return addr + 8 * i;
+  if (kind == 1) return 1ULL << ((i + seed) & 63);
+  u64 z = seed * 0xD1B54A32D192ED03ULL + (i + 1) * 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+KERNEL BOUNDS(256, 1) void burnin_memtest(u64 *buf, u64 len, u64 addr, u64 kind, u64 seed, u64 mode,
+                                          u64 *counters) {
+  u64 i = THREAD_INDEX, stride = THREAD_COUNT;
+  for (; i < len; i += stride) {
+    u64 p = mem_expect(kind, seed, addr, i);
+    if (mode == 0) {
+      buf[i] = p;
+      continue;
+    }
+    u64 want = mode == 3 ? ~p : p;
+    u64 have = buf[i];
+    if (have != want) {
+      u64 slot = ATOMIC_ADD(&counters[0], 1);
+      ATOMIC_MIN(&counters[1], i);
+      if (slot < MEM_SAMPLE) {
+        counters[2 + 2 * slot] = i;
+        counters[3 + 2 * slot] = have;
+      }
+    }
+    if (mode == 2) buf[i] = ~p;
+  }
+}

@@ -46,6 +46,7 @@ pub struct Kernels {
     fill: sys::CUfunction,
     check: sys::CUfunction,
     fma: sys::CUfunction,
+    memtest: sys::CUfunction,
 }
 
 impl Kernels {
@@ -69,13 +70,15 @@ impl Kernels {
         };
         let fns = get("burnin_fill")
             .and_then(|f| Ok((f, get("burnin_check")?)))
-            .and_then(|(f, c)| Ok((f, c, get("burnin_fma")?)));
+            .and_then(|(f, c)| Ok((f, c, get("burnin_fma")?)))
+            .and_then(|(f, c, m)| Ok((f, c, m, get("burnin_memtest")?)));
         match fns {
-            Ok((fill, check, fma)) => Ok(Kernels {
+            Ok((fill, check, fma, memtest)) => Ok(Kernels {
                 module,
                 fill,
                 check,
                 fma,
+                memtest,
             }),
             Err(e) => {
                 // SAFETY: loaded above, unloaded once, never used again.
@@ -293,6 +296,61 @@ pub unsafe fn fma(
         )
     }
     .map_err(|e| cuda_error("launching burnin_fma", e))
+}
+
+/// A memory-test launch's counters: failing words, lowest failing index, then
+/// (index, value read) for up to [`MEM_SAMPLE`] failures (`MEM_SAMPLE` in kernels.cu).
+pub const MEM_SAMPLE: usize = 16;
+pub const MEM_COUNTERS: usize = 2 + 2 * MEM_SAMPLE;
+
+/// One memory-test stage (kernels.cu's burnin_memtest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemStage {
+    /// 0 address, 1 walking one, 2 random.
+    pub kind: u64,
+    pub seed: u64,
+    /// 0 write, 1 check, 2 check and write the inverse, 3 check the inverse.
+    pub mode: u64,
+}
+
+/// Queue one burnin_memtest launch on `stream` over `words` 8-byte words at `buf`.
+///
+/// # Safety
+/// `buf` must hold `words` u64 and `counters` [`MEM_COUNTERS`] u64 on this context's
+/// GPU, both alive until the stream has run it.
+pub unsafe fn memtest(
+    k: &Kernels,
+    stream: sys::CUstream,
+    buf: sys::CUdeviceptr,
+    words: u64,
+    stage: MemStage,
+    counters: sys::CUdeviceptr,
+) -> Result<()> {
+    let (mut a_buf, mut a_len, mut a_addr) = (buf, words, buf);
+    let (mut a_kind, mut a_seed, mut a_mode, mut a_ctr) =
+        (stage.kind, stage.seed, stage.mode, counters);
+    let mut params: [*mut c_void; 7] = [
+        (&mut a_buf as *mut u64).cast(),
+        (&mut a_len as *mut u64).cast(),
+        (&mut a_addr as *mut u64).cast(),
+        (&mut a_kind as *mut u64).cast(),
+        (&mut a_seed as *mut u64).cast(),
+        (&mut a_mode as *mut u64).cast(),
+        (&mut a_ctr as *mut u64).cast(),
+    ];
+    // SAFETY: burnin_memtest's parameters are (ptr, u64, u64, u64, u64, u64, ptr),
+    // matched one for one by live locals above; the driver copies them at launch.
+    unsafe {
+        result::launch_kernel(
+            k.memtest,
+            (grid(words), 1, 1),
+            (BLOCK, 1, 1),
+            0,
+            stream,
+            &mut params,
+        )
+    }
+    .map_err(|e| cuda_error("launching burnin_memtest", e))
 }
 
 /// Threads per block of every launch.
