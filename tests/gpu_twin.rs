@@ -954,6 +954,30 @@ fn gpu_health_measures_copies_and_burn_and_names_a_slow_pair_and_a_wrong_gpu() {
                 "{g}"
             );
         }
+        // Both directions at once, each verified; small copies timed both ways.
+        let bi = &g["copies"]["bidir"];
+        assert_eq!(
+            (bi["reps"].clone(), bi["verified"].clone()),
+            (3.into(), true.into()),
+            "{g}"
+        );
+        let rate = |v: &Value, k: &str| v[k].as_f64().unwrap_or(0.0);
+        assert!(
+            bi["error"].is_null() && rate(bi, "h2d_gbps") > 0.0 && rate(bi, "d2h_gbps") > 0.0,
+            "{g}"
+        );
+        let want = 2.0 / (1.0 / rate(bi, "h2d_gbps")).max(1.0 / rate(bi, "d2h_gbps"));
+        assert!((rate(bi, "total_gbps") - want).abs() <= 1e-9 * want, "{g}");
+        let sm = &g["copies"]["small"];
+        assert_eq!(
+            (sm["bytes"].clone(), sm["reps"].clone()),
+            (8.into(), 200.into()),
+            "{g}"
+        );
+        assert!(
+            sm["error"].is_null() && rate(sm, "h2d_us") > 0.0 && rate(sm, "d2h_us") > 0.0,
+            "{g}"
+        );
         let b = &g["burn"];
         assert_eq!(b["kernel"], "fma-ptx", "{g}");
         assert!(b["error"].is_null(), "{g}");

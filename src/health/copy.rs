@@ -19,7 +19,7 @@
 //! that differs is recorded `verified: false` (the wrong-results criterion names it);
 //! one that could not run has its `error`.
 use crate::backend::nccl::device::{cuda_error, Device, DeviceBuffer, StreamState};
-use crate::results::gpu::{CopyRate, GpuCopies, PeerCopy};
+use crate::results::gpu::{BidirRate, CopyRate, GpuCopies, PeerCopy, SmallCopies};
 use cudarc::driver::{result, sys, DriverError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -276,6 +276,7 @@ pub fn host_and_local(dev: &Arc<Device>, bytes: usize, reps: u32) -> GpuCopies {
                 h2d: failed.clone(),
                 d2h: failed.clone(),
                 d2d: failed,
+                ..GpuCopies::default()
             };
         }
     };
@@ -311,11 +312,163 @@ pub fn host_and_local(dev: &Arc<Device>, bytes: usize, reps: u32) -> GpuCopies {
     if chain.is_none() && h2d.error.is_none() {
         h2d.error = Some("not verified: the D2H copy that reads it back failed".into());
     }
+    let bidir = bidir(dev, &mut l, bytes, reps);
+    let small = small_copies(dev, &mut l);
     GpuCopies {
         h2d: Some(h2d),
         d2h: Some(rate(bytes, reps, d2h, chain == Some(true))),
         d2d: Some(d2d),
+        bidir: Some(bidir),
+        small: Some(small),
     }
+}
+
+/// Copies of [`SMALL_BYTES`] timed per direction.
+pub const SMALL_REPS: u32 = 200;
+/// Bytes of each small copy.
+pub const SMALL_BYTES: usize = 8;
+
+/// [`SMALL_REPS`] copies of [`SMALL_BYTES`] each way, back to back on the stream.
+fn small_copies(dev: &Device, l: &mut Local) -> SmallCopies {
+    let mut out = SmallCopies {
+        bytes: SMALL_BYTES as u64,
+        reps: SMALL_REPS,
+        ..SmallCopies::default()
+    };
+    let stream = dev.raw_stream();
+    let d1 = l.d1.ptr();
+    let src = &l.src.bytes()[..SMALL_BYTES];
+    let per_copy = |gbps: f64| SMALL_BYTES as f64 / (gbps * 1e9) * 1e6;
+    // SAFETY: d1 holds at least SMALL_BYTES on dev, the pinned buffers as many; the
+    // stage is waited for before the next touches them.
+    let h2d = timed(
+        dev,
+        "small H2D copies",
+        SMALL_BYTES,
+        SMALL_REPS,
+        || unsafe { result::memcpy_htod_async(d1, src, stream) },
+    );
+    let back = &mut l.back.bytes_mut()[..SMALL_BYTES];
+    // SAFETY: as above.
+    let d2h = timed(
+        dev,
+        "small D2H copies",
+        SMALL_BYTES,
+        SMALL_REPS,
+        || unsafe { result::memcpy_dtoh_async(&mut *back, d1, stream) },
+    );
+    match (h2d, d2h) {
+        (Ok(a), Ok(b)) => {
+            out.h2d_us = per_copy(a);
+            out.d2h_us = per_copy(b);
+        }
+        (Err(e), _) | (_, Err(e)) => out.error = Some(e),
+    }
+    out
+}
+
+/// H2D into `d1` and D2H out of `d2` at once, each on its own stream, both started by
+/// one event on the device's stream; `d1` and the host's `back` zeroed first and
+/// compared with the pattern after.
+fn bidir(dev: &Device, l: &mut Local, bytes: usize, reps: u32) -> BidirRate {
+    let mut out = BidirRate {
+        bytes: bytes as u64,
+        reps,
+        ..BidirRate::default()
+    };
+    let r = (|| {
+        not_hung(dev)?;
+        dev.bind().map_err(|e| format!("{e:#}"))?;
+        let other = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| driver_text("creating a second stream", e))?;
+        let ev = match dev.new_events(3) {
+            Ok(ev) => ev,
+            Err(e) => {
+                // SAFETY: created above, nothing queued on it.
+                let _ = unsafe { result::stream::destroy(other) };
+                return Err(driver_text("creating timing events", e));
+            }
+        };
+        let r = bidir_timed(dev, l, (bytes, reps), other, &ev);
+        if !dev.is_poisoned() {
+            dev.destroy_events(&ev);
+            // SAFETY: the device's stream waited for everything queued on it.
+            let _ = unsafe { result::stream::destroy(other) };
+        }
+        r
+    })();
+    match r {
+        Ok(((h, d, total), ok)) => {
+            out.h2d_gbps = h;
+            out.d2h_gbps = d;
+            out.total_gbps = total;
+            out.verified = ok;
+            if !ok {
+                out.error = Some("a destination differs from its source".into());
+            }
+        }
+        Err(e) => out.error = Some(e),
+    }
+    out
+}
+
+/// The timed part of [`bidir`]: (H2D, D2H, total) GB/s and whether both verified.
+fn bidir_timed(
+    dev: &Device,
+    l: &mut Local,
+    (bytes, reps): (usize, u32),
+    other: sys::CUstream,
+    ev: &[sys::CUevent],
+) -> Result<((f64, f64, f64), bool), String> {
+    let stream = dev.raw_stream();
+    let (d1, d2) = (l.d1.ptr(), l.d2.ptr());
+    l.back.bytes_mut().fill(0);
+    let back = l.back.bytes_mut();
+    let src = l.src.bytes();
+    let queue = |what: &str, e| driver_text(&format!("queuing the {what}"), e);
+    // SAFETY: d1 and d2 hold `bytes` on dev, src and back as many pinned bytes; every
+    // event comes from new_events; the second stream's work is joined into the
+    // device's stream (its end event waited on) before the stream is waited for and
+    // before any buffer is read or reused.
+    unsafe {
+        result::memset_d8_async(d1, 0, bytes, stream).map_err(|e| queue("zeroing", e))?;
+        dev.record(ev[0]).map_err(|e| queue("start event", e))?;
+        result::stream::wait_event(other, ev[0], sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+            .map_err(|e| queue("second stream's wait", e))?;
+        for _ in 0..reps {
+            result::memcpy_htod_async(d1, src, stream).map_err(|e| queue("H2D copy", e))?;
+            result::memcpy_dtoh_async(&mut *back, d2, other).map_err(|e| queue("D2H copy", e))?;
+        }
+        dev.record(ev[1]).map_err(|e| queue("end event", e))?;
+        result::event::record(ev[2], other).map_err(|e| queue("end event", e))?;
+        result::stream::wait_event(
+            stream,
+            ev[2],
+            sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+        )
+        .map_err(|e| queue("join of the two streams", e))?;
+    }
+    wait_idle(dev, "the bidirectional copies", STAGE_LIMIT)?;
+    let ms = |b| {
+        // SAFETY: ev[0] and `b` were recorded in this context and have completed
+        // (the device's stream, idle now, waited for both).
+        unsafe { dev.elapsed_ms(ev[0], b) }.map_err(|e| driver_text("reading the events' time", e))
+    };
+    let (h_ms, d_ms) = (ms(ev[1])?, ms(ev[2])?);
+    if h_ms <= 0.0 || d_ms <= 0.0 {
+        return Err(format!(
+            "the bidirectional copies' events timed {h_ms} and {d_ms} ms"
+        ));
+    }
+    let one = bytes as u64 * u64::from(reps);
+    let rates = (
+        gbps(one, f64::from(h_ms) / 1e3),
+        gbps(one, f64::from(d_ms) / 1e3),
+        gbps(2 * one, f64::from(h_ms.max(d_ms)) / 1e3),
+    );
+    let back_ok = mismatch(l.back.bytes(), HOST_SEED).is_none();
+    let d1_ok = read_back(dev, &mut l.back, d1, HOST_SEED)?.is_none();
+    Ok((rates, back_ok && d1_ok))
 }
 
 /// One GPU's buffers of the peer matrix: its pattern to send, a destination for its

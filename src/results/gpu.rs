@@ -37,6 +37,51 @@ pub struct GpuCopies {
     /// Device to device within the GPU. Each byte is read once and written once, so
     /// the memory moves 2 × `gbps` (see [`GpuCopies::memory_gbps`]).
     pub d2d: Option<CopyRate>,
+    /// Host to device and device to host at once, on two streams.
+    #[serde(default)]
+    pub bidir: Option<BidirRate>,
+    /// Small copies one after another on one stream.
+    #[serde(default)]
+    pub small: Option<SmallCopies>,
+}
+
+/// Host↔device in both directions at once (as a data loader and a checkpoint can
+/// use the bus together): each direction's copies on its own stream, started by one
+/// event.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct BidirRate {
+    /// Bytes of one copy (each direction).
+    pub bytes: u64,
+    /// Timed copies per direction.
+    pub reps: u32,
+    /// Host to device while device to host ran, GB/s (from the shared start to its
+    /// own last copy's end).
+    pub h2d_gbps: f64,
+    /// Device to host while host to device ran, GB/s.
+    pub d2h_gbps: f64,
+    /// Both directions' bytes over the time until the later one ended, GB/s.
+    pub total_gbps: f64,
+    /// Whether both destinations held exactly their source's bytes afterwards.
+    pub verified: bool,
+    /// Why it was not measured or not verified.
+    pub error: Option<String>,
+}
+
+/// Copies of a few bytes, back to back on one stream, between two events: the GPU's
+/// time per copy — a small copy's latency, or the host's rate of queuing them where
+/// that is slower (both bound what a small transfer costs a job).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SmallCopies {
+    /// Bytes of each copy.
+    pub bytes: u64,
+    /// Copies timed per direction.
+    pub reps: u32,
+    /// Microseconds per host-to-device copy.
+    pub h2d_us: f64,
+    /// Microseconds per device-to-host copy.
+    pub d2h_us: f64,
+    /// Why they were not measured.
+    pub error: Option<String>,
 }
 
 impl GpuCopies {
