@@ -1187,6 +1187,7 @@ mod tests {
                 h2d: rate(55.0),
                 d2h: rate(55.5),
                 d2d: rate(2100.0),
+                ..GpuCopies::default()
             },
             burn: Some(Burn {
                 kernel: "fma-ptx".into(),
