@@ -813,12 +813,17 @@ fn on_the_simulated_cluster_a_training_trace_replays_call_for_call_and_a_slow_li
         .map(|c| c["per_step"].as_u64().unwrap())
         .sum();
     assert_eq!(per_step as usize, buckets.len(), "{j}");
-    // A step is its calls end to end: never shorter than the calls' own medians.
+    // A step is its calls end to end, so its median is near the sum of the calls'
+    // medians — near, not above: medians of skewed times do not add (a shaped
+    // link's token-bucket ticks make a call's time two-valued; under a CPU hog 9
+    // calls of median 8.0 ms made steps of median 64.0 ms, 0.89 of their sum). A
+    // step counted as one call, or calls counted twice, falls outside by far.
     let predicted_us = j["calls_sum_us"].as_f64().unwrap();
     assert!(predicted_us > 0.0, "{j}");
+    let p50 = j["step"]["p50_us"].as_f64().unwrap();
     assert!(
-        j["step"]["p50_us"].as_f64().unwrap() >= predicted_us * 0.9,
-        "{j}"
+        (0.6 * predicted_us..=1.6 * predicted_us).contains(&p50),
+        "{p50} against {predicted_us}: {j}"
     );
 
     drop(down);
