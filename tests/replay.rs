@@ -731,9 +731,8 @@ fn on_sim(args: &[&str], limit: Duration) -> Run {
 /// written as the COLL trace NCCL would print for it, is replayed call for call (its
 /// bucket sizes, average op, one inter-node communicator, every element right); then
 /// (2 nodes × 2 ranks, 2 Gbit/s links) the data + tensor parallel trace, replayed
-/// healthy as the baseline and again with node1's link shaped to a quarter, fails
-/// naming the inter-node all_reduce, and the intra-node tensor-parallel calls are not
-/// slowed. How close the replay's step comes to the training's own measured
+/// healthy as the baseline and again with node1's link shaped to a tenth, fails
+/// naming the inter-node all_reduce as the call that adds most time. How close the replay's step comes to the training's own measured
 /// all-reduce time is a speed claim, measured by `benches/replay-fidelity` (training
 /// and replay alternated), not asserted here: on this 2-core machine the training's
 /// compute and another process's load move it by more than any bound a test could hold.
@@ -829,7 +828,11 @@ fn on_the_simulated_cluster_a_training_trace_replays_call_for_call_and_a_slow_li
     drop(down);
 
     // The DP + TP trace on 2 nodes x 2 ranks: healthy (the baseline), then node1 at a
-    // quarter of the rate.
+    // tenth of the rate. A tenth, not a quarter: under two busy loops (launch/test
+    // --hog) the healthy 2 Gbit/s all_reduce is itself CPU-bound (about 24 ms against
+    // the link's 8 ms), so a quarter-rate link read only 2.0-2.7x on the all_reduce and
+    // 1.4-2.1x on the step (one run of three under 1.5: a PASS); at a tenth the link
+    // stays the bottleneck.
     let _down = require!(SIM.up_sized(2, 2, &["--rate", "2gbit"]));
     let log = dp_tp_log(dir.path());
     let healthy = dir.path().join("healthy");
@@ -865,7 +868,7 @@ fn on_the_simulated_cluster_a_training_trace_replays_call_for_call_and_a_slow_li
         "{tiers:?}"
     );
     let shaped = run_bounded(
-        SIM.cmd(&["shape", "node1=500mbit"]),
+        SIM.cmd(&["shape", "node1=200mbit"]),
         Duration::from_secs(60),
     );
     assert_eq!(shaped.code, Some(0), "{}", shaped.all());
@@ -887,15 +890,17 @@ fn on_the_simulated_cluster_a_training_trace_replays_call_for_call_and_a_slow_li
         ],
         Duration::from_secs(300),
     );
-    assert_eq!(r.code, Some(1), "{}", r.all());
     let j = read(&slow.join("replay.json"));
+    eprintln!("{}", j["verdict"]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
     let v = j["verdict"].as_str().unwrap();
     assert!(
         v.contains("most of it: all_reduce 1MiB on 0xd") && v.contains("inter-node (2 hosts)"),
         "{v}"
     );
     // The inter-node all_reduce's own cost (its last-arriving rank's time) slows by
-    // about the link's factor (a quarter of the rate). The intra-node calls are
+    // about the link's factor on a quiet host, by more than 2x under a CPU hog (the
+    // healthy baseline is CPU-bound there). The intra-node calls are
     // printed, not judged: on this VM's 2 cores the 4 ranks share CPUs, and ranks
     // spinning in the slowed all_reduce take cycles from the intra-node calls too.
     let slowdown = |inter: bool| {
@@ -908,7 +913,10 @@ fn on_the_simulated_cluster_a_training_trace_replays_call_for_call_and_a_slow_li
             .collect::<Vec<f64>>()
     };
     let (inter, intra) = (slowdown(true), slowdown(false));
-    eprintln!("slowdowns: inter-node {inter:?}, intra-node {intra:?}");
+    eprintln!(
+        "step {}x; slowdowns: inter-node {inter:?}, intra-node {intra:?}",
+        j["slowdown"]
+    );
     assert_eq!(inter.len(), 2, "{j}");
     assert!(
         inter.iter().all(|x| *x > 2.0),

@@ -723,7 +723,7 @@ fn judge_replay(data: &RunData, c: &crate::card::ReplayCriteria) -> Vec<Criterio
                         format!("{x:.2}x ({:.1} us here, {src:.1} us there)", r.step.p50_us);
                     k.status = if x <= max { Status::Pass } else { Status::Fail };
                     k.detail = crate::results::replay::worst_call(r)
-                        .map(|w| format!("weighs most: {w}"))
+                        .map(|w| format!("adds most: {w}"))
                         .unwrap_or_default();
                 }
                 _ => {
@@ -1791,7 +1791,7 @@ mod tests {
         assert_eq!(k.measured, "2.00x (280.0 us here, 140.0 us there)");
         assert_eq!(
             k.detail,
-            "weighs most: all_reduce 1MiB on 0xd0 (2 ranks, inter-node (2 hosts)), 2.50x"
+            "adds most: all_reduce 1MiB on 0xd0 (2 ranks, inter-node (2 hosts)), 2.50x, +150 us a step"
         );
         // Within the bound (inclusive); without source times NOT RUN, naming the fix.
         r.slowdown = Some(1.5);

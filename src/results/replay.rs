@@ -264,24 +264,35 @@ pub fn timeline(keys: &[CallKey], ranks: &[RankTimes]) -> (usize, Vec<ReplaySpan
     (r, spans)
 }
 
-/// The call that weighs most in a slowdown (its slowdown × its share of the step),
-/// named with its communicator, ranks and tier.
+/// The time a call adds to a step against the source (us): its own cost now less
+/// the source's, times its calls per step; the slowest rank's times where the source
+/// has no own cost. None without source times.
+pub fn added_us(c: &ReplayCall) -> Option<f64> {
+    let (now, source) = match c.source_last_us.filter(|s| *s > 0.0) {
+        Some(s) => (c.last_us, s),
+        None => (c.time_us, c.source_us.filter(|s| *s > 0.0)?),
+    };
+    Some((now - source) * c.per_step as f64)
+}
+
+/// The call that adds most time to a step (not the largest ratio: a 50 us call that
+/// a busy CPU stretches 40 times adds less than a link-bound call twice as slow),
+/// named with its communicator, ranks, tier, slowdown and the time it adds.
 pub fn worst_call(r: &ReplayReport) -> Option<String> {
     r.calls
         .iter()
-        .filter(|c| c.slowdown.is_some())
-        .max_by(|a, b| {
-            (a.slowdown.unwrap_or(0.0) * a.share).total_cmp(&(b.slowdown.unwrap_or(0.0) * b.share))
-        })
-        .map(|c| {
+        .filter_map(|c| Some((c, added_us(c)?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(c, added)| {
             format!(
-                "{} {} on {} ({} ranks, {}), {:.2}x",
+                "{} {} on {} ({} ranks, {}), {:.2}x, +{:.0} us a step",
                 c.collective,
                 crate::units::Bytes(c.bytes),
                 c.comm,
                 c.ranks,
                 c.tier,
-                c.slowdown.unwrap_or(0.0)
+                c.slowdown.unwrap_or(0.0),
+                added
             )
         })
 }
@@ -380,6 +391,48 @@ mod tests {
     }
 
     #[test]
+    fn the_worst_call_is_the_one_that_adds_most_time_not_the_largest_ratio() {
+        // Seen under two busy loops: a 60 us intra-node all_gather stretched 47x by the
+        // CPU, and the link-bound all_reduce 3.5x on a link at a quarter of its rate.
+        let with_own = |comm: &str, bytes: u64, own_us: f64| CallKey {
+            source_last_us: Some(own_us),
+            ..key(comm, 2, bytes, Some(own_us))
+        };
+        let mut ag = with_own("tp", 256 << 10, 60.0);
+        ag.collective = CollKind::AllGather;
+        ag.tier = "intra-node".into();
+        let keys = vec![ag, with_own("dp", 1 << 20, 10_000.0)];
+        let rank = |ag_s: f64, ar_s: f64| RankTimes {
+            step_s: vec![ag_s + ar_s; 3],
+            calls: vec![(0, vec![ag_s; 3]), (1, vec![ar_s; 3])],
+        };
+        let ranks = vec![rank(2.82e-3, 35e-3), rank(2.9e-3, 36e-3)];
+        let (_, calls) = analyze(&keys, &ranks);
+        let ratio = |c: &str| {
+            calls
+                .iter()
+                .find(|x| x.comm == c)
+                .unwrap()
+                .slowdown
+                .unwrap()
+        };
+        assert!(ratio("tp") > 40.0 && ratio("dp") < 4.0, "{calls:?}");
+        let added = |c: &str| added_us(calls.iter().find(|x| x.comm == c).unwrap()).unwrap();
+        assert!((added("dp") - 25_000.0).abs() < 1e-6, "{calls:?}");
+        assert!((added("tp") - 2_760.0).abs() < 1e-6, "{calls:?}");
+        let r = ReplayReport {
+            calls,
+            ..report_with(Some(2.0), Some(1.5))
+        };
+        let w = worst_call(&r).unwrap();
+        assert!(
+            w.starts_with("all_reduce 1MiB on dp") && w.contains("+25000 us"),
+            "{w}"
+        );
+        assert!(judge(&r).2.contains("most of it: all_reduce 1MiB on dp"));
+    }
+
+    #[test]
     fn the_timeline_is_the_longest_ranks_step_call_after_call() {
         let keys = vec![key("dp", 2, 1 << 20, None), key("tp", 2, 4096, None)];
         let ranks = vec![
@@ -414,9 +467,8 @@ mod tests {
         assert_eq!(timeline(&keys, &[]), (0, Vec::new()));
     }
 
-    #[test]
-    fn the_verdict_names_wrong_values_and_the_slowdown() {
-        let mut r = ReplayReport {
+    fn report_with(slowdown: Option<f64>, max_slowdown: Option<f64>) -> ReplayReport {
+        ReplayReport {
             schema_version: SCHEMA_VERSION,
             trace_format: "flight-recorder".into(),
             trace_files: vec![],
@@ -431,18 +483,23 @@ mod tests {
             step: TimeStats::default(),
             calls_sum_us: 0.0,
             source_step_us: Some(100.0),
-            slowdown: Some(2.5),
+            slowdown,
             calls: vec![],
             timeline_rank: 0,
             timeline: vec![],
             wrong: Some(0),
             wrong_calls: vec![],
-            max_slowdown: Some(2.0),
+            max_slowdown,
             not_comparable: vec![],
             pass: true,
             status: String::new(),
             verdict: String::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn the_verdict_names_wrong_values_and_the_slowdown() {
+        let mut r = report_with(Some(2.5), Some(2.0));
         let (pass, status, why) = judge(&r);
         assert!(
             !pass && status == "FAIL" && why.contains("2.50x") && why.contains("max 2"),
