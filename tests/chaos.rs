@@ -408,8 +408,11 @@ fn long_sim_cluster_seven_trials_one_of_every_kind() {
     let t = trial("slow");
     assert_eq!(t["outcome"], "completed");
     assert_eq!(t["straggler"]["rank"], t["victim_ranks"][0], "{t}");
+    // The fault makes the victim's steps 3x as long; what names it is its compute
+    // against the others', the sleep included: (c + 2 x step) / c, above 3 whenever
+    // a step has communication (5.6x-11.6x here), never below the detector's 2.
     let factor = f(&t["straggler"]["factor"]);
-    assert!((2.0..8.0).contains(&factor), "factor {factor}: {t}");
+    assert!((2.0..50.0).contains(&factor), "factor {factor}: {t}");
     // corrupt-ckpt: recovers from the previous good checkpoint, and says so.
     let t = trial("corrupt-ckpt");
     let skipped = t["skipped_checkpoints"][0].as_str().unwrap_or("");

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Steps of its own compute time the `slow` fault's sleep is a multiple of.
+/// Steps of its own step time the `slow` fault's sleep is a multiple of.
 pub const SLOW_WINDOW: usize = 8;
 
 /// What happened before a step's own work (seconds).
@@ -59,8 +59,9 @@ pub struct Hooks {
     /// Ranks that inject the fault.
     victims: Vec<usize>,
     ckpt_root: PathBuf,
-    /// This rank's own compute time of each step, the `slow` fault's sleep left out.
-    own_compute: Vec<f64>,
+    /// This rank's time of each step (from before its check-in to after the step's
+    /// work), the `slow` fault's sleep left out.
+    own_step: Vec<f64>,
     /// The `slow` fault's factor, once injected.
     slow_factor: Option<f64>,
     /// The sleep before the step under way.
@@ -222,7 +223,7 @@ impl Hooks {
             fault,
             victims,
             ckpt_root: ckpt_root.to_path_buf(),
-            own_compute: Vec::new(),
+            own_step: Vec::new(),
             slow_factor: None,
             slept: Duration::ZERO,
             first_step_seen: false,
@@ -297,30 +298,39 @@ impl Hooks {
         pre
     }
 
-    /// The `slow` fault's sleep before a step: (factor − 1) × this rank's median own
-    /// compute time over its last [`SLOW_WINDOW`] steps (the first, warm-up step left
-    /// out once there are others). Tracking the recent steps, not the few before the
-    /// fault, keeps the rank `factor` times slower than itself as the machine's load
-    /// changes: a baseline frozen at an early step on a busy machine could make it no
-    /// slower than the others, and no straggler to find.
+    /// The `slow` fault's sleep before a step: (factor − 1) × this rank's median step
+    /// time, its sleep left out, over its last [`SLOW_WINDOW`] steps (the first,
+    /// warm-up step left out once there are others), so its steps take `factor` times
+    /// as long. The step, not the rank's own compute: every rank's step is the same
+    /// length (the all-reduce joins them), while one rank's compute on a busy host
+    /// depends on when it runs — on 8 ranks sharing 2 cores a rank woken from its sleep
+    /// computes nearly alone, and a sleep of (factor − 1) × that own compute read as
+    /// 0.4x to 1.6x the factor against the other ranks (a x3 fault as low as 2.0, and
+    /// one trial of six never named). Tracking the recent steps keeps it `factor`
+    /// times as the machine's load changes.
     fn slow_sleep(&self, factor: f64) -> Duration {
-        let seen = match self.own_compute.len() {
-            0 | 1 => &self.own_compute[..],
-            n => &self.own_compute[1.max(n.saturating_sub(SLOW_WINDOW))..],
+        let seen = match self.own_step.len() {
+            0 | 1 => &self.own_step[..],
+            n => &self.own_step[1.max(n.saturating_sub(SLOW_WINDOW))..],
         };
         let base = deadline::quantile(seen, 0.5);
         Duration::from_secs_f64((base * (factor - 1.0)).max(0.0))
     }
 
-    /// After step `step` on this rank: its compute time (the fault's sleep included)
-    /// less the sleep feeds the slow fault's baseline; the whole iteration's time
-    /// feeds the deadlines.
+    /// After step `step` on this rank: the whole iteration's time feeds the deadlines,
+    /// and less the fault's sleep the slow fault's baseline (its compute time, the
+    /// sleep included, where the iteration was not timed).
     pub fn after_step(&mut self, step: u64, compute_s: f64) {
-        if let Some(t) = self.step_started.take() {
-            self.deadlines.observe_iteration(t.elapsed().as_secs_f64());
-        }
-        self.own_compute
-            .push((compute_s - self.slept.as_secs_f64()).max(0.0));
+        let slept = self.slept.as_secs_f64();
+        let step_s = match self.step_started.take() {
+            Some(t) => {
+                let it = t.elapsed().as_secs_f64();
+                self.deadlines.observe_iteration(it);
+                it
+            }
+            None => compute_s,
+        };
+        self.own_step.push((step_s - slept).max(0.0));
         if !self.first_step_seen {
             self.first_step_seen = true;
             if self.rank == 0 {
@@ -416,7 +426,7 @@ impl Hooks {
                 self.slow_factor = Some(plan.slow_factor);
                 say(
                     &format!(
-                        "from now on each step sleeps {:.1} ms more ({} - 1 times its median compute \
+                        "from now on each step sleeps {:.1} ms more ({} - 1 times its median step \
                          time of its last {SLOW_WINDOW} steps: {:.1} ms now)",
                         extra.as_secs_f64() * 1e3,
                         plan.slow_factor,
