@@ -509,9 +509,9 @@ impl ReplaySpec {
             ));
         }
         if let Some(f) = &self.format {
-            if !["auto", "nccl", "flight-recorder"].contains(&f.as_str()) {
+            if !["auto", "nccl", "flight-recorder", "profiler"].contains(&f.as_str()) {
                 return Err(anyhow!(
-                    "{}: unknown format '{f}' (auto, nccl, flight-recorder)",
+                    "{}: unknown format '{f}' (auto, nccl, flight-recorder, profiler)",
                     cx.at("replay", "format")
                 ));
             }

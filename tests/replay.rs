@@ -344,6 +344,57 @@ fn a_real_torch_gloo_flight_recorder_trace_replays_checked() {
     );
 }
 
+/// A real job's profiler trace: the same gloo job recorded with torch.profiler
+/// (tests/fixtures/traces/torch-profiler), its steps marked by `ProfilerStep#N`: the
+/// replay takes the last step every rank marked (12 calls), checks every result, and
+/// has the source's call times (the gloo workers' annotations) to judge a slowdown
+/// against; one rank's file alone is refused (exit 2), never replayed.
+#[test]
+fn a_real_torch_profiler_trace_replays_its_marked_step() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let fx = format!(
+        "{}/tests/fixtures/traces/torch-profiler",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (r0, r1) = (format!("{fx}/rank_0.json"), format!("{fx}/rank_1.json"));
+    let out = dir.path().join("out");
+    let r = replay(
+        2,
+        &[
+            "--trace",
+            &r0,
+            &r1,
+            "--steps",
+            "3",
+            "--max-slowdown",
+            "1000",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let j = read(&out.join("replay.json"));
+    assert_eq!(j["trace_format"], "profiler", "{j}");
+    assert_eq!(j["status"], "PASS", "{j}");
+    assert_eq!(j["wrong"], 0, "{j}");
+    assert_eq!(j["calls_per_step"], serde_json::json!([12, 12]), "{j}");
+    assert!(j["source_step_us"].as_f64().is_some_and(|s| s > 0.0), "{j}");
+    assert!(
+        j["notes"]
+            .to_string()
+            .contains("the profiler records no root"),
+        "{j}"
+    );
+    let r = replay(2, &["--trace", &r0, "--out", out.to_str().unwrap()]);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("not of rank(s) 1 of a job of 2"),
+        "{}",
+        r.all()
+    );
+}
+
 /// The data + tensor parallel trace without rank 3's lines (a log collected from 3 of
 /// the 4 processes): refused with exit 2 naming each communicator that misses it and
 /// why that matters; with `--allow-partial` the whole communicators are replayed and

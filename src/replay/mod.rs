@@ -13,6 +13,7 @@
 //!
 //! A trace of R ranks replays on k × R with `--grow` ([`scale`]): the job repeated k
 //! times, its data-parallel groups grown over the copies, the rest repeated per copy.
+pub mod profiler;
 pub mod scale;
 pub mod trace;
 
@@ -37,12 +38,15 @@ use trace::{Op, Trace, TraceCall};
 /// The trace formats burnin reads.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Format {
-    /// JSON: Flight Recorder; anything else: NCCL COLL log.
+    /// JSON with `traceEvents`: profiler; other JSON: Flight Recorder; anything
+    /// else: NCCL COLL log.
     Auto,
     /// NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL lines.
     Nccl,
     /// PyTorch Flight Recorder JSON dumps, one per rank.
     FlightRecorder,
+    /// PyTorch profiler traces (Chrome trace JSON), one per rank.
+    Profiler,
 }
 
 #[derive(Args, Debug, Serialize, Clone)]
@@ -144,7 +148,14 @@ pub fn load(args: &ReplayArgs) -> Result<Trace, String> {
         .map(|(a, b)| (a.as_str(), b.as_str()))
         .collect();
     let json = refs.iter().all(|(_, t)| t.trim_start().starts_with('{'));
+    let profiler = json && refs.iter().all(|(_, t)| profiler::is_profiler(t));
     let t = match (args.format, json) {
+        (Format::Profiler, _) => {
+            profiler::parse_profiler(&refs).map_err(|e| format!("--trace: {e}"))?
+        }
+        (Format::Auto, true) if profiler => {
+            profiler::parse_profiler(&refs).map_err(|e| format!("--trace: {e}"))?
+        }
         (Format::FlightRecorder, _) | (Format::Auto, true) => {
             trace::parse_flight_recorder(&refs).map_err(|e| format!("--trace: {e}"))?
         }
@@ -185,16 +196,31 @@ pub fn not_whole(t: &Trace) -> String {
     )
 }
 
-/// Each rank's step: the last `step_calls` calls, or the repeating block at the end.
+/// Each rank's step: the last `step_calls` calls; else the last step the job marked
+/// on every rank (the profiler's `ProfilerStep#N`); else the repeating block at the
+/// end.
 pub fn steps_of(t: &Trace, step_calls: Option<usize>) -> Vec<Vec<TraceCall>> {
+    let marked = step_calls
+        .is_none()
+        .then(|| profiler::common_step(t))
+        .flatten();
     t.calls
         .iter()
-        .map(|calls| {
-            let (from, p) = match step_calls {
-                Some(p) => (calls.len().saturating_sub(p), p),
-                None => trace::step_range(calls).unwrap_or((0, calls.len())),
+        .enumerate()
+        .map(|(g, calls)| {
+            let recorded = marked.and_then(|n| {
+                t.recorded_steps
+                    .get(g)?
+                    .iter()
+                    .find(|s| s.number == n)
+                    .map(|s| (s.first, s.calls))
+            });
+            let (from, p) = match (step_calls, recorded) {
+                (Some(p), _) => (calls.len().saturating_sub(p), p),
+                (None, Some(r)) => r,
+                (None, None) => trace::step_range(calls).unwrap_or((0, calls.len())),
             };
-            calls[from..(from + p).min(calls.len())].to_vec()
+            calls[from.min(calls.len())..(from + p).min(calls.len())].to_vec()
         })
         .collect()
 }

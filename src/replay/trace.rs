@@ -115,7 +115,7 @@ pub struct TraceComm {
 /// A job's collectives: its communicators and every rank's calls in order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Trace {
-    /// "nccl-coll" or "flight-recorder".
+    /// "nccl-coll", "flight-recorder" or "profiler".
     pub format: String,
     /// Ranks of the job.
     pub ranks: usize,
@@ -136,17 +136,32 @@ pub struct Trace {
     /// cut from): NOT COMPARABLE in the verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<String>,
+    /// Per global rank, the steps the job itself marked (the profiler's
+    /// `ProfilerStep#N`), in order (empty: the trace marks none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded_steps: Vec<Vec<RecordedStep>>,
+}
+
+/// A step as the job marked it: its number and its calls (a range of the rank's calls).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RecordedStep {
+    /// The job's step number (`ProfilerStep#N`).
+    pub number: u64,
+    /// Index of its first call in the rank's calls.
+    pub first: usize,
+    /// How many calls it holds.
+    pub calls: usize,
 }
 
 impl Trace {
-    fn warn(&mut self, w: String) {
+    pub(crate) fn warn(&mut self, w: String) {
         self.warnings_total += 1;
         if self.warnings.len() < MAX_WARNINGS {
             self.warnings.push(w);
         }
     }
 
-    fn problem(&mut self, p: String) {
+    pub(crate) fn problem(&mut self, p: String) {
         if !self.problems.contains(&p) {
             self.problems.push(p);
         }
@@ -168,8 +183,24 @@ impl Trace {
                 t.comms.push(c.clone());
             }
         }
+        let kept = |c: &TraceCall| keep.get(c.comm).copied().unwrap_or(false);
+        // A recorded step keeps its kept calls: its range counted in the kept ones.
+        for (g, steps) in t.recorded_steps.iter_mut().enumerate() {
+            let calls = self.calls.get(g).map(Vec::as_slice).unwrap_or_default();
+            let before = |i: usize| {
+                calls[..i.min(calls.len())]
+                    .iter()
+                    .filter(|c| kept(c))
+                    .count()
+            };
+            for s in steps.iter_mut() {
+                let (a, b) = (before(s.first), before(s.first + s.calls));
+                s.first = a;
+                s.calls = b - a;
+            }
+        }
         for calls in &mut t.calls {
-            calls.retain(|c| keep.get(c.comm).copied().unwrap_or(false));
+            calls.retain(|c| kept(c));
             for c in calls.iter_mut() {
                 c.comm = index[c.comm];
             }
@@ -831,7 +862,7 @@ fn comms_of(
 }
 
 /// "0-3,5" of sorted ranks.
-fn list(v: &[usize]) -> String {
+pub(crate) fn list(v: &[usize]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < v.len() {
@@ -1000,7 +1031,7 @@ fn to_calls(
 }
 
 /// PyTorch's dtype names (c10 ScalarType) as burnin replays them.
-fn torch_dtype(s: &str) -> Option<(Dtype, Option<&'static str>)> {
+pub(crate) fn torch_dtype(s: &str) -> Option<(Dtype, Option<&'static str>)> {
     Some(match s {
         "Float" => (Dtype::F32, None),
         "Double" => (Dtype::F64, None),
@@ -1480,7 +1511,7 @@ fn n_base(name: &str) -> &str {
 /// "nccl:_allgather_base", "nccl:reduce_scatter_tensor_coalesced", "nccl:send 0->1",
 /// "nccl:gather"); gathers and scatters as `Reduce`-less rooted calls handled by
 /// [`fr_call`].
-fn fr_op(name: &str) -> Option<Op> {
+pub(crate) fn fr_op(name: &str) -> Option<Op> {
     let n = n_base(name);
     let l = n.to_ascii_lowercase();
     Some(

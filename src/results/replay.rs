@@ -75,7 +75,7 @@ pub struct ReplaySpan {
 pub struct ReplayReport {
     /// Version of this record's layout.
     pub schema_version: u32,
-    /// "nccl-coll" or "flight-recorder".
+    /// "nccl-coll", "flight-recorder" or "profiler".
     pub trace_format: String,
     /// The files read, as given.
     pub trace_files: Vec<String>,
