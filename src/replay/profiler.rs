@@ -19,8 +19,8 @@
 //! - **The rank** is `distributedInfo.rank`, else the digits the file name ends in.
 //!
 //! The profiler records no reduction op and no root: sum and root 0, said per call.
+use super::trace::TraceCall;
 use super::trace::{fr_op, list, rank_of_file, torch_dtype, Op, RecordedStep, Trace};
-use super::trace::{TraceCall, TraceComm};
 use crate::kinds::{CollKind, Dtype, RedOp};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -217,29 +217,7 @@ pub fn parse_profiler(texts: &[(&str, &str)]) -> Result<Trace, String> {
         }
     }
     let names: Vec<String> = groups.keys().cloned().collect();
-    for (id, members) in &groups {
-        let gone: Vec<usize> = members
-            .iter()
-            .copied()
-            .filter(|g| !files.contains_key(g))
-            .collect();
-        let mut problems = Vec::new();
-        if !gone.is_empty() {
-            problems.push(format!(
-                "process group {id} of {} rank(s): no trace of its rank(s) {}",
-                members.len(),
-                list(&gone)
-            ));
-        }
-        for p in &problems {
-            t.problem(p.clone());
-        }
-        t.comms.push(TraceComm {
-            id: id.clone(),
-            members: members.clone(),
-            problems,
-        });
-    }
+    t.add_groups(&groups, |g| files.contains_key(&g), "trace");
     t.calls = vec![Vec::new(); world];
     t.recorded_steps = vec![Vec::new(); world];
     for (rank, f) in files {

@@ -161,6 +161,35 @@ impl Trace {
         }
     }
 
+    /// Each process group as a communicator, with the ranks whose `file` ("dump",
+    /// "trace") is missing as its problem.
+    pub(crate) fn add_groups(
+        &mut self,
+        groups: &BTreeMap<String, Vec<usize>>,
+        have: impl Fn(usize) -> bool,
+        file: &str,
+    ) {
+        for (id, members) in groups {
+            let missing: Vec<usize> = members.iter().copied().filter(|g| !have(*g)).collect();
+            let mut problems = Vec::new();
+            if !missing.is_empty() {
+                problems.push(format!(
+                    "process group {id} of {} rank(s): no {file} of its rank(s) {}",
+                    members.len(),
+                    list(&missing)
+                ));
+            }
+            for p in &problems {
+                self.problem(p.clone());
+            }
+            self.comms.push(TraceComm {
+                id: id.clone(),
+                members: members.clone(),
+                problems,
+            });
+        }
+    }
+
     pub(crate) fn problem(&mut self, p: String) {
         if !self.problems.contains(&p) {
             self.problems.push(p);
@@ -1109,29 +1138,7 @@ pub fn parse_flight_recorder(texts: &[(&str, &str)]) -> Result<Trace, String> {
     t.ranks = ranks;
     infer_groups(&mut t, &mut groups, &per_rank);
     let names: Vec<String> = groups.keys().cloned().collect();
-    for (id, members) in &groups {
-        let mut problems = Vec::new();
-        let missing: Vec<usize> = members
-            .iter()
-            .copied()
-            .filter(|g| !per_rank.contains_key(g))
-            .collect();
-        if !missing.is_empty() {
-            problems.push(format!(
-                "process group {id} of {} rank(s): no dump of its rank(s) {}",
-                members.len(),
-                list(&missing)
-            ));
-        }
-        for p in &problems {
-            t.problem(p.clone());
-        }
-        t.comms.push(TraceComm {
-            id: id.clone(),
-            members: members.clone(),
-            problems,
-        });
-    }
+    t.add_groups(&groups, |g| per_rank.contains_key(&g), "dump");
     let mut items: Vec<Vec<FrItem>> = vec![Vec::new(); ranks];
     let mut in_flight = 0;
     for (rank, entries) in per_rank {
