@@ -25,10 +25,10 @@ use crate::kinds::{CollKind, Dtype, RedOp};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
-/// Whether `text` looks like a profiler trace (a JSON object with `traceEvents`).
+/// Whether `text` looks like a profiler trace (a JSON object with `traceEvents`,
+/// which may come after many `deviceProperties`: the whole text is looked at).
 pub fn is_profiler(text: &str) -> bool {
-    let head: String = text.chars().take(4096).collect();
-    text.trim_start().starts_with('{') && head.contains("\"traceEvents\"")
+    text.trim_start().starts_with('{') && text.contains("\"traceEvents\"")
 }
 
 /// A call as the trace gives it, before its group is placed.
@@ -478,6 +478,21 @@ mod tests {
             );
         }
         assert_eq!(common_step(&t), Some(4));
+    }
+
+    /// Eight GPUs' `deviceProperties` can push `traceEvents` far from the start; a
+    /// Flight Recorder dump has none.
+    #[test]
+    fn a_trace_is_known_by_its_trace_events_wherever_they_are() {
+        let props = vec![r#"{"id":0,"name":"NVIDIA H200","totalGlobalMem":150754820096}"#; 200];
+        let text = format!(
+            r#"{{"schemaVersion":1,"deviceProperties":[{}],"traceEvents":[]}}"#,
+            props.join(",")
+        );
+        assert!(text.len() > 10_000 && is_profiler(&text));
+        assert!(!is_profiler(
+            r#"{"version":"2.4","pg_config":{},"entries":[]}"#
+        ));
     }
 
     /// One rank's trace of two: the job is not whole, said by rank.
