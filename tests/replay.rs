@@ -288,6 +288,19 @@ fn bad_traces_are_refused_naming_the_flag() {
     );
 }
 
+/// The two rank files of a real job's trace under tests/fixtures/traces/`folder`
+/// (`rank_0<suffix>`, `rank_1<suffix>`).
+fn real_trace(folder: &str, suffix: &str) -> (String, String) {
+    let fx = format!(
+        "{}/tests/fixtures/traces/{folder}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    (
+        format!("{fx}/rank_0{suffix}"),
+        format!("{fx}/rank_1{suffix}"),
+    )
+}
+
 /// A real job's trace: PyTorch's Flight Recorder dumps of a torch.distributed job on
 /// gloo recorded on this machine (tests/fixtures/traces/torch-gloo), replayed on 2
 /// ranks, every result checked, PASS (a whole trace, nothing asked beyond it).
@@ -295,11 +308,7 @@ fn bad_traces_are_refused_naming_the_flag() {
 fn a_real_torch_gloo_flight_recorder_trace_replays_checked() {
     let _s = serial();
     let dir = tempfile::tempdir().unwrap();
-    let fx = format!(
-        "{}/tests/fixtures/traces/torch-gloo",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (r0, r1) = (format!("{fx}/rank_0"), format!("{fx}/rank_1"));
+    let (r0, r1) = real_trace("torch-gloo", "");
     let out = dir.path().join("out");
     let r = replay(
         2,
@@ -353,11 +362,7 @@ fn a_real_torch_gloo_flight_recorder_trace_replays_checked() {
 fn a_real_torch_profiler_trace_replays_its_marked_step() {
     let _s = serial();
     let dir = tempfile::tempdir().unwrap();
-    let fx = format!(
-        "{}/tests/fixtures/traces/torch-profiler",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let (r0, r1) = (format!("{fx}/rank_0.json"), format!("{fx}/rank_1.json"));
+    let (r0, r1) = real_trace("torch-profiler", ".json");
     let out = dir.path().join("out");
     let r = replay(
         2,
