@@ -229,6 +229,19 @@ pub fn parse_profiler(texts: &[(&str, &str)]) -> Result<Trace, String> {
     Ok(t)
 }
 
+/// A call burnin does not replay: a barrier or a coalescing marker moves no data and
+/// is left out; anything else would leave the replay short of the job, so the trace
+/// is not whole.
+fn not_replayed(t: &mut Trace, rank: usize, name: &str) {
+    let l = name.to_ascii_lowercase();
+    if l.contains("barrier") || l.ends_with("coalesced") {
+        return;
+    }
+    t.problem(format!(
+        "rank {rank}: {name}: a call burnin does not replay (left out, the replay would be short of the job)"
+    ));
+}
+
 /// A rank's calls: its `record_param_comms` events, or without them the backend's
 /// annotations.
 fn raw_calls(
@@ -241,6 +254,7 @@ fn raw_calls(
     if !params.is_empty() {
         for (ts, coll, a) in params {
             let Some(op) = fr_op(&coll) else {
+                not_replayed(t, rank, &coll);
                 continue;
             };
             if op == Op::Coll(CollKind::SendRecv) {
@@ -283,6 +297,7 @@ fn raw_calls(
     } else {
         for (ts, dur, name, a) in annotations {
             let Some(op) = fr_op(&name) else {
+                not_replayed(t, rank, &name);
                 continue;
             };
             if matches!(op, Op::Send | Op::Recv | Op::Coll(CollKind::SendRecv)) {
