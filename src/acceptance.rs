@@ -403,6 +403,23 @@ fn sweep_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
     }
 }
 
+/// `--fabric` and `--oversubscription` of the card's [sweep] section (the file
+/// resolved against the card's folder).
+fn fabric_args(card: &Card, card_path: &Path) -> Vec<String> {
+    let Some(s) = &card.sweep else {
+        return Vec::new();
+    };
+    let mut a = Vec::new();
+    if let Some(f) = &s.fabric {
+        let base = card_path.parent().unwrap_or(Path::new("."));
+        a.extend(["--fabric".into(), path_text(&absolute(&base.join(f)))]);
+        if let Some(r) = s.oversubscription {
+            a.extend(["--oversubscription".into(), r.to_string()]);
+        }
+    }
+    a
+}
+
 /// The `burnin sweep --duration` flags of the card's [soak] section: one size, the
 /// sweep's collectives and tiers unless the soak names its own.
 fn soak_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
@@ -432,6 +449,8 @@ fn soak_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
         dtype: k.dtype.clone(),
         args: k.args.clone(),
         timeout_s: None,
+        fabric: None,
+        oversubscription: None,
         criteria: crate::card::SweepCriteria {
             outlier_fraction: sweep.and_then(|s| s.criteria.outlier_fraction),
             ..Default::default()
@@ -829,7 +848,9 @@ fn run_phase(r: &mut Runner, card: &Card, phase: &str, topo_path: Option<&Path>)
         }
         "sweep" => {
             let t = secs(card.sweep.as_ref().and_then(|s| s.timeout_s), 1800.0);
-            let argv = r.under_launcher(&sweep_args(card, topo_path, &out.join("sweep")));
+            let mut a = sweep_args(card, topo_path, &out.join("sweep"));
+            a.extend(fabric_args(card, &r.card_path));
+            let argv = r.under_launcher(&a);
             r.job("sweep", "sweep", argv, t)?;
         }
         "soak" => {

@@ -232,6 +232,13 @@ pub struct SweepSpec {
     /// Further `burnin sweep` flags, passed verbatim.
     #[serde(default)]
     pub args: Vec<String>,
+    /// The switch fabric, a Slurm topology.conf relative to the card's folder
+    /// (`--fabric`): node pairs are judged against pairs the fabric lets run alike.
+    #[serde(default)]
+    pub fabric: Option<PathBuf>,
+    /// The fabric's declared oversubscription (4 for 4:1; `--oversubscription`).
+    #[serde(default)]
+    pub oversubscription: Option<f64>,
     /// The phase's bound, seconds (default 1800).
     #[serde(default)]
     pub timeout_s: Option<f64>,

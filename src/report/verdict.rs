@@ -59,6 +59,8 @@ pub fn default_card(data: &RunData) -> Card {
             dtype: None,
             args: vec![],
             timeout_s: None,
+            fabric: None,
+            oversubscription: None,
             criteria: SweepCriteria {
                 min_fraction_of_expected: topo_frac,
                 ..Default::default()
@@ -309,6 +311,7 @@ pub fn sweep_analysis(data: &RunData, sweep: &SweepData, c: &SweepCriteria) -> A
     if let Some(b) = c.at_bytes {
         rules.large_message = Some(b.get());
     }
+    rules.fabric = sweep.report.as_ref().and_then(|r| r.fabric.clone());
     let hosts: Vec<String> = data.nodes().into_iter().map(|n| n.host).collect();
     let judged: Vec<&str> = c
         .judge_tiers

@@ -96,6 +96,30 @@ pub struct PairMatrix {
     pub busbw_gbps: Vec<Vec<Option<f64>>>,
 }
 
+/// One class of node pairs of the pairs tier, judged among themselves.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PairClass {
+    /// The collective judged.
+    pub collective: CollKind,
+    /// "inside one switch", or "across switches, busiest uplink shared 4 ways".
+    pub class: String,
+    /// Pairs in the class.
+    pub pairs: usize,
+    /// Their median busbw (GB/s).
+    pub median_gbps: f64,
+    /// What each pair was judged against (GB/s): the class median, or with a
+    /// declared oversubscription the rate the declared uplinks allow the pair (the
+    /// class's median of those).
+    pub reference_gbps: f64,
+    /// "class median" or "declared oversubscription".
+    pub reference: String,
+    /// The slowest pair's busbw over its reference.
+    pub slowest_vs_reference: f64,
+    /// A pair below this fraction of its reference is slow: the smallest slowdown the
+    /// class can see.
+    pub threshold: f64,
+}
+
 /// One line of the verdict.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Finding {
@@ -117,6 +141,11 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
     /// Nodes named as outliers.
     pub outlier_nodes: Vec<String>,
+    /// With a fabric (`--fabric`): how the pairs tier judged each class of pairs the
+    /// fabric lets run alike (inside one switch; across switches, by how many of its
+    /// round's pairs shared the busiest uplink of its path).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pair_classes: Vec<PairClass>,
     /// No finding of severity fail.
     pub pass: bool,
 }

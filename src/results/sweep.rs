@@ -172,6 +172,9 @@ pub struct SweepReport {
     pub analysis: Analysis,
     /// The topology file the run was judged against.
     pub topology: Option<Topology>,
+    /// The switch fabric the pairs tier was judged on (`--fabric`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<crate::topology::switches::Fabric>,
     /// Which transports carried each tier's traffic (absent with --no-transport and
     /// in runs of burnin versions before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,10 +3,11 @@
 //! pairs it names the node or the link to suspect. Pure: works on recorded points, so
 //! `burnin report` can re-judge a results folder.
 use crate::kinds::{CollKind, Dtype, RedOp, TierKind};
-use crate::results::analysis::{Analysis, Finding, GroupResult, PairMatrix, TierResult};
+use crate::results::analysis::{Analysis, Finding, GroupResult, PairClass, PairMatrix, TierResult};
 use crate::results::sweep::Point;
 use crate::stats::{median, Combine, TimeStats};
 use crate::topology::file::Topology;
+use crate::topology::switches::Fabric;
 use crate::units::Bytes;
 use std::collections::BTreeMap;
 
@@ -20,6 +21,9 @@ pub struct Rules {
     pub min_fraction: f64,
     /// Judge busbw at sizes ≥ this (None: the largest size of each group).
     pub large_message: Option<u64>,
+    /// The switch fabric (`--fabric`): node pairs are judged only against pairs the
+    /// fabric lets run alike.
+    pub fabric: Option<Fabric>,
 }
 
 impl Rules {
@@ -42,6 +46,7 @@ impl Rules {
             tier_outlier_fraction,
             min_fraction: min_fraction.unwrap_or(acc.min_fraction),
             large_message: acc.large_message.map(|b| b.get()),
+            fabric: None,
         }
     }
 
@@ -92,7 +97,7 @@ pub fn analyze(
     };
     for ((tier, coll, dtype, op, in_place), pts) in judged_keys(points) {
         let outlier_fraction = rules.outlier_for(tier);
-        let (groups, med) = group_results(&pts, rules.large_message, outlier_fraction);
+        let (mut groups, med) = group_results(&pts, rules.large_message, outlier_fraction);
         let expected = topology.and_then(|t| {
             let g = pts.first()?;
             let nodes = g.hosts.len().max(1);
@@ -111,7 +116,13 @@ pub fn analyze(
             a.pass = false;
         }
         if tier == TierKind::Pairs {
-            pair_findings(&mut a, &groups, coll, outlier_fraction, node_hosts);
+            match &rules.fabric {
+                Some(f) => {
+                    groups =
+                        fabric_pair_findings(&mut a, groups, coll, outlier_fraction, node_hosts, f)
+                }
+                None => pair_findings(&mut a, &groups, coll, outlier_fraction, node_hosts),
+            }
         } else {
             outlier_findings(&mut a, tier, coll, &groups);
         }
@@ -340,6 +351,486 @@ fn pair_findings(
     }
 }
 
+/// The pairs tier on a known fabric. Each pair is compared only with the pairs the
+/// fabric lets run as fast: those inside one switch, or those across switches whose
+/// path's busiest uplink carried as many of their round's pairs (the rounds are the
+/// circle method's, [`crate::topology::pair_rounds`]). With a declared
+/// oversubscription a pair across switches is judged against what the declared
+/// uplinks allow it (the inside-switch median scaled by the uplink's share), so that a
+/// uniformly slow uplink is seen too. Then a node whose every pair is slow is named,
+/// an uplink whose every crossing pair is slow is named as the uplink (uplinks that
+/// every measured pair crossed together are named together: these measurements
+/// cannot tell them apart), and each slow pair left is named as a link. Returns the
+/// groups with `vs_median`/`outlier` against their class.
+fn fabric_pair_findings(
+    a: &mut Analysis,
+    mut groups: Vec<GroupResult>,
+    coll: CollKind,
+    fraction: f64,
+    node_hosts: &[String],
+    fabric: &Fabric,
+) -> Vec<GroupResult> {
+    pair_findings_matrix_only(a, &groups, coll, node_hosts);
+    let unplaced = fabric.unplaced(node_hosts);
+    if !unplaced.is_empty() {
+        a.findings.push(Finding {
+            severity: "fail".into(),
+            subject: "fabric".into(),
+            text: format!(
+                "{}: no switch holds {} — the pairs tier cannot be judged on this fabric",
+                fabric.source,
+                unplaced.join(", ")
+            ),
+        });
+        a.pass = false;
+        return groups;
+    }
+    let mut j = FabricJudge::new(&groups, coll, fraction, node_hosts, fabric);
+    if j.ps.len() < 2 {
+        return groups;
+    }
+    j.judge_classes(a);
+    for p in &j.ps {
+        groups[p.g].vs_median = p.vs;
+        groups[p.g].outlier = p.slow;
+    }
+    let named_nodes = j.name_nodes(a);
+    let uplink_pairs = j.name_uplinks(a, &named_nodes);
+    j.name_links_and_clear(a, &named_nodes, &uplink_pairs);
+    groups
+}
+
+/// One node pair of the pairs tier, placed on the fabric.
+struct FabricPair {
+    /// Its group's index in the tier's groups.
+    g: usize,
+    x: usize,
+    y: usize,
+    bw: f64,
+    /// The uplinks it crosses (switch indices, sorted).
+    path: Vec<usize>,
+    /// Pairs of its round on its busiest uplink (0: inside one switch).
+    share: usize,
+    /// What the declared oversubscription allows it (GB/s).
+    expected: Option<f64>,
+    vs: f64,
+    slow: bool,
+}
+
+/// The pairs tier's judgement on a fabric (see [`fabric_pair_findings`]).
+struct FabricJudge<'a> {
+    coll: CollKind,
+    fraction: f64,
+    node_hosts: &'a [String],
+    fabric: &'a Fabric,
+    ps: Vec<FabricPair>,
+    round_of: BTreeMap<(usize, usize), usize>,
+    /// Per round, the pairs on each uplink.
+    load: Vec<BTreeMap<usize, usize>>,
+}
+
+fn class_name(share: usize) -> String {
+    if share == 0 {
+        "inside one switch".to_string()
+    } else {
+        format!(
+            "across switches, busiest uplink shared {share} way{}",
+            if share == 1 { "" } else { "s" }
+        )
+    }
+}
+
+impl<'a> FabricJudge<'a> {
+    /// Every pair placed: its path, its round's uplink loads, and with a declared
+    /// oversubscription what the uplinks allow it.
+    fn new(
+        groups: &[GroupResult],
+        coll: CollKind,
+        fraction: f64,
+        node_hosts: &'a [String],
+        fabric: &'a Fabric,
+    ) -> FabricJudge<'a> {
+        let index: BTreeMap<&str, usize> = node_hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.as_str(), i))
+            .collect();
+        let rounds = crate::topology::pair_rounds(node_hosts.len());
+        let path = |x: usize, y: usize| {
+            let mut p = fabric
+                .path(&node_hosts[x], &node_hosts[y])
+                .unwrap_or_default();
+            p.sort_unstable();
+            p
+        };
+        let mut round_of = BTreeMap::new();
+        let mut load: Vec<BTreeMap<usize, usize>> = vec![BTreeMap::new(); rounds.len()];
+        for (r, pairs) in rounds.iter().enumerate() {
+            for &(x, y) in pairs {
+                round_of.insert((x, y), r);
+                for u in path(x, y) {
+                    *load[r].entry(u).or_default() += 1;
+                }
+            }
+        }
+        let mut ps = Vec::new();
+        for (gi, g) in groups.iter().enumerate() {
+            let idx: Vec<usize> = g
+                .hosts
+                .iter()
+                .filter_map(|h| index.get(h.as_str()).copied())
+                .collect();
+            if idx.len() != 2 {
+                continue;
+            }
+            let (x, y) = (idx[0].min(idx[1]), idx[0].max(idx[1]));
+            let p = path(x, y);
+            let share = match round_of.get(&(x, y)) {
+                Some(&r) => p.iter().map(|u| load[r][u]).max().unwrap_or(0),
+                None => usize::from(!p.is_empty()),
+            };
+            ps.push(FabricPair {
+                g: gi,
+                x,
+                y,
+                bw: g.busbw_gbps,
+                path: p,
+                share,
+                expected: None,
+                vs: 1.0,
+                slow: false,
+            });
+        }
+        let mut j = FabricJudge {
+            coll,
+            fraction,
+            node_hosts,
+            fabric,
+            ps,
+            round_of,
+            load,
+        };
+        j.declared_allowance();
+        j
+    }
+
+    /// The declared uplinks' allowance: a switch's uplink carries its hosts' links over
+    /// the oversubscription, split among the round's pairs on it.
+    fn declared_allowance(&mut self) {
+        let inside: Vec<f64> = self
+            .ps
+            .iter()
+            .filter(|p| p.share == 0)
+            .map(|p| p.bw)
+            .collect();
+        let (Some(r), false) = (self.fabric.oversubscription, inside.is_empty()) else {
+            return;
+        };
+        let b = median(&inside);
+        for i in 0..self.ps.len() {
+            if self.ps[i].share == 0 {
+                continue;
+            }
+            let round = self.round(i);
+            let allow = self.ps[i]
+                .path
+                .iter()
+                .map(|&u| {
+                    let k = self.fabric.hosts_under(u).len().max(1) as f64;
+                    let l = round
+                        .and_then(|r| self.load[r].get(&u).copied())
+                        .unwrap_or(1)
+                        .max(1) as f64;
+                    k / r / l
+                })
+                .fold(1.0f64, f64::min);
+            self.ps[i].expected = Some(b * allow);
+        }
+    }
+
+    fn round(&self, i: usize) -> Option<usize> {
+        self.round_of.get(&(self.ps[i].x, self.ps[i].y)).copied()
+    }
+
+    /// The mean busbw of pair i and the pairs of its round on its busiest uplink.
+    fn shared_mean(&self, i: usize) -> f64 {
+        let r = self.round(i);
+        let busiest = self.ps[i]
+            .path
+            .iter()
+            .copied()
+            .max_by_key(|u| r.and_then(|r| self.load[r].get(u).copied()).unwrap_or(0));
+        let same: Vec<f64> = (0..self.ps.len())
+            .filter(|&q| {
+                self.round(q) == r && busiest.is_some_and(|u| self.ps[q].path.contains(&u))
+            })
+            .map(|q| self.ps[q].bw)
+            .collect();
+        same.iter().sum::<f64>() / same.len().max(1) as f64
+    }
+
+    /// Each pair against its class (or its declared allowance); the classes recorded.
+    fn judge_classes(&mut self, a: &mut Analysis) {
+        let fraction = self.fraction;
+        let mut classes: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, p) in self.ps.iter().enumerate() {
+            classes.entry(p.share).or_default().push(i);
+        }
+        for (&share, members) in &classes {
+            let med = median(&members.iter().map(|&i| self.ps[i].bw).collect::<Vec<_>>());
+            let declared = share > 0 && self.ps[members[0]].expected.is_some();
+            let mut refs = Vec::new();
+            for &i in members {
+                let reference = if declared {
+                    self.ps[i].expected.unwrap_or(med)
+                } else {
+                    med
+                };
+                let vs = if reference > 0.0 {
+                    self.ps[i].bw / reference
+                } else {
+                    1.0
+                };
+                // Alone in its class, a pair is judged only against a declaration.
+                let mut slow = vs < fraction && (declared || members.len() >= 2);
+                // Pairs sharing an uplink do not share it evenly (TCP, NCCL's
+                // channels): a pair is slow only when the pairs of its round on its
+                // busiest uplink were slow together, not when others took its part.
+                if slow && share > 1 {
+                    slow = reference <= 0.0 || self.shared_mean(i) / reference < fraction;
+                }
+                self.ps[i].vs = vs;
+                self.ps[i].slow = slow;
+                refs.push(reference);
+            }
+            a.pair_classes.push(PairClass {
+                collective: self.coll,
+                class: class_name(share),
+                pairs: members.len(),
+                median_gbps: med,
+                reference_gbps: median(&refs),
+                reference: if declared {
+                    "declared oversubscription"
+                } else {
+                    "class median"
+                }
+                .into(),
+                slowest_vs_reference: members
+                    .iter()
+                    .map(|&i| self.ps[i].vs)
+                    .fold(f64::INFINITY, f64::min),
+                threshold: fraction,
+            });
+        }
+    }
+
+    /// Nodes: at least two slow pairs, and no pair of the node clearly faster than its
+    /// slow ones (a pair held below the node's own rate by a shared uplink hides it).
+    fn name_nodes(&self, a: &mut Analysis) -> Vec<usize> {
+        let coll = self.coll;
+        let mut named = Vec::new();
+        for (x, host) in self.node_hosts.iter().enumerate() {
+            let mine: Vec<&FabricPair> = self.ps.iter().filter(|p| p.x == x || p.y == x).collect();
+            let slow: Vec<&FabricPair> = mine.iter().copied().filter(|p| p.slow).collect();
+            let cap = slow.iter().map(|p| p.bw).fold(0.0, f64::max);
+            let hidden = mine.iter().filter(|p| !p.slow).count();
+            if slow.len() < 2 || !mine.iter().all(|p| p.slow || p.bw * self.fraction <= cap) {
+                continue;
+            }
+            let ratio = median(&slow.iter().map(|p| p.vs).collect::<Vec<_>>());
+            let also = if hidden > 0 {
+                format!("; its {hidden} other pair(s) ran no faster, held down by shared uplinks")
+            } else {
+                String::new()
+            };
+            a.findings.push(Finding {
+                severity: "fail".into(),
+                subject: host.clone(),
+                text: format!(
+                    "{host}: {} of its pairs run at {ratio:.2}× what their class of pairs on this fabric runs at ({coll}){also} — suspect {host}'s link",
+                    slow.len()
+                ),
+            });
+            a.outlier_nodes.push(host.clone());
+            named.push(x);
+            a.pass = false;
+        }
+        named
+    }
+
+    fn explained(&self, i: usize, nodes: &[usize]) -> bool {
+        nodes.contains(&self.ps[i].x) || nodes.contains(&self.ps[i].y)
+    }
+
+    /// Each uplink's pairs (those a named node does not explain) over what they should
+    /// run at: declared, their allowance; undeclared, the pairs of their class that do
+    /// not cross it (when a slow uplink carries most of a class, the class median is
+    /// its own).
+    fn uplink_ratios(&self, nodes: &[usize]) -> BTreeMap<usize, (Vec<usize>, Vec<f64>)> {
+        let mut crossing: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, p) in self.ps.iter().enumerate() {
+            if !self.explained(i, nodes) {
+                for &u in &p.path {
+                    crossing.entry(u).or_default().push(i);
+                }
+            }
+        }
+        let vs_others = |i: usize, u: usize| -> Option<f64> {
+            let mates: Vec<f64> = (0..self.ps.len())
+                .filter(|&q| {
+                    self.ps[q].share == self.ps[i].share
+                        && !self.ps[q].path.contains(&u)
+                        && !self.explained(q, nodes)
+                })
+                .map(|q| self.ps[q].bw)
+                .collect();
+            (!mates.is_empty()).then(|| self.ps[i].bw / median(&mates))
+        };
+        crossing
+            .into_iter()
+            .map(|(u, members)| {
+                let ratios: Vec<f64> = if members.iter().all(|&i| self.ps[i].expected.is_some()) {
+                    members.iter().map(|&i| self.ps[i].vs).collect()
+                } else {
+                    members.iter().filter_map(|&i| vs_others(i, u)).collect()
+                };
+                (u, (members, ratios))
+            })
+            .collect()
+    }
+
+    /// Uplinks most of whose pairs (at least two) are slow, named together when every
+    /// measured pair crossed them together; returns the pairs they explain.
+    fn name_uplinks(&self, a: &mut Analysis, nodes: &[usize]) -> Vec<usize> {
+        let fraction = self.fraction;
+        let crossing = self.uplink_ratios(nodes);
+        let mut named: Vec<Vec<usize>> = Vec::new();
+        let mut explained = Vec::new();
+        for (&u, (members, ratios)) in &crossing {
+            // Most, not all: in a round where another uplink of its path was busier,
+            // a pair through a slow uplink can run as its class does.
+            if ratios.iter().filter(|&&v| v < fraction).count() < 2 || median(ratios) >= fraction {
+                continue;
+            }
+            match named.iter_mut().find(|g| &crossing[&g[0]].0 == members) {
+                Some(g) => g.push(u),
+                None => named.push(vec![u]),
+            }
+            explained.extend(members.iter().copied());
+        }
+        for ups in &named {
+            let (members, ratios) = &crossing[&ups[0]];
+            let names: Vec<String> = ups.iter().map(|&u| self.fabric.uplink_name(u)).collect();
+            let what = if names.len() == 1 {
+                format!("suspect the uplink {}", names[0])
+            } else {
+                format!(
+                    "suspect one of the uplinks {} (every pair measured crossed them together: these measurements cannot tell them apart)",
+                    names.join(", ")
+                )
+            };
+            a.findings.push(Finding {
+                severity: "fail".into(),
+                subject: names.join(" "),
+                text: format!(
+                    "uplink {}: the {} pairs through it run at {:.2}× the pairs of their class that do not cross it, or of what the declared oversubscription allows ({}) — {what}",
+                    names.join(" / "),
+                    members.len(),
+                    median(ratios),
+                    self.coll
+                ),
+            });
+            a.pass = false;
+        }
+        explained
+    }
+
+    /// Slow pairs nothing else explains, as links; or, when nothing is slow, what the
+    /// judgement cleared, class by class.
+    fn name_links_and_clear(&self, a: &mut Analysis, nodes: &[usize], uplink_pairs: &[usize]) {
+        let coll = self.coll;
+        for (i, p) in self.ps.iter().enumerate() {
+            if p.slow && !self.explained(i, nodes) && !uplink_pairs.contains(&i) && findings_room(a)
+            {
+                let (hx, hy) = (&self.node_hosts[p.x], &self.node_hosts[p.y]);
+                a.findings.push(Finding {
+                    severity: "fail".into(),
+                    subject: format!("{hx}+{hy}"),
+                    text: format!(
+                        "{hx}+{hy}: runs at {:.2}× its class ({}, {coll}) — suspect the link between {hx} and {hy}",
+                        p.vs,
+                        class_name(p.share)
+                    ),
+                });
+                a.pass = false;
+            }
+        }
+        if a.findings.iter().any(|f| f.severity == "fail") {
+            return;
+        }
+        let said: Vec<String> = a
+            .pair_classes
+            .iter()
+            .filter(|c| c.collective == coll)
+            .map(|c| {
+                format!(
+                    "{} pairs {} (against the {}; a pair below {:.2}× would be named)",
+                    c.pairs, c.class, c.reference, c.threshold
+                )
+            })
+            .collect();
+        let cross_paths: std::collections::BTreeSet<&Vec<usize>> = self
+            .ps
+            .iter()
+            .filter(|p| p.share > 0)
+            .map(|p| &p.path)
+            .collect();
+        let blind = self.fabric.oversubscription.is_none() && cross_paths.len() == 1;
+        a.findings.push(Finding {
+            severity: "info".into(),
+            subject: "fabric".into(),
+            text: format!(
+                "pairs tier ({coll}) on the fabric of {}: nothing slow; cleared {}{}",
+                self.fabric.source,
+                said.join("; "),
+                if blind {
+                    " — every pair across switches crossed the same uplinks, so one uniformly slow uplink would look like the fabric's design: declare the oversubscription to judge it"
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+}
+
+/// The pairs tier's matrix alone (the fabric judgement names its own findings).
+fn pair_findings_matrix_only(
+    a: &mut Analysis,
+    groups: &[GroupResult],
+    coll: CollKind,
+    node_hosts: &[String],
+) {
+    let n = node_hosts.len();
+    let mut m = vec![vec![None; n]; n];
+    for g in groups {
+        let idx: Vec<usize> = g
+            .hosts
+            .iter()
+            .filter_map(|h| node_hosts.iter().position(|x| x == h))
+            .collect();
+        if idx.len() == 2 {
+            m[idx[0]][idx[1]] = Some(g.busbw_gbps);
+            m[idx[1]][idx[0]] = Some(g.busbw_gbps);
+        }
+    }
+    a.pair_matrices.push(PairMatrix {
+        collective: coll,
+        bytes: groups.iter().map(|g| g.bytes).max().unwrap_or(0),
+        nodes: node_hosts.to_vec(),
+        busbw_gbps: m,
+    });
+}
+
 /// Cap on per-link findings: a sick fabric with thousands of slow pairs gets the
 /// first hundred named, not a report nobody can read.
 fn findings_room(a: &Analysis) -> bool {
@@ -440,6 +931,193 @@ mod tests {
             ));
         }
         v
+    }
+
+    /// The pairs tier on a modelled two-level fabric: node links of 1.0, uplinks of
+    /// `uplink(leaf)`, each round's pairs sharing the uplinks fairly; `node_rate(x)`
+    /// and `pair_rate(x, y)` cap a node's or a pair's own link.
+    fn fabric_points(
+        f: &Fabric,
+        n: usize,
+        uplink: impl Fn(usize) -> f64,
+        node_rate: impl Fn(usize) -> f64,
+        pair_rate: impl Fn(usize, usize) -> f64,
+    ) -> Vec<Point> {
+        let host = |i: usize| format!("node{i}");
+        let mut v = Vec::new();
+        let mut g = 0;
+        for round in crate::topology::pair_rounds(n) {
+            let mut load: BTreeMap<usize, usize> = BTreeMap::new();
+            for &(a, b) in &round {
+                for u in f.path(&host(a), &host(b)).unwrap() {
+                    *load.entry(u).or_default() += 1;
+                }
+            }
+            for &(a, b) in &round {
+                let mut bw = node_rate(a).min(node_rate(b)).min(pair_rate(a, b));
+                for u in f.path(&host(a), &host(b)).unwrap() {
+                    bw = bw.min(uplink(u) / load[&u] as f64);
+                }
+                let (ha, hb) = (host(a), host(b));
+                v.push(point(
+                    "pairs",
+                    g,
+                    &format!("{ha}+{hb}"),
+                    &[&ha, &hb],
+                    1 << 24,
+                    bw,
+                ));
+                g += 1;
+            }
+        }
+        v
+    }
+
+    fn leaf_spine(text: &str, over: Option<f64>) -> Rules {
+        let mut f = Fabric::parse(text, "fabric.conf").unwrap();
+        f.oversubscription = over;
+        Rules {
+            fabric: Some(f),
+            ..Rules::from(None, None, None)
+        }
+    }
+
+    const INTERLEAVED: &str = "SwitchName=leaf1 Nodes=node[0,2,4,6]\n\
+        SwitchName=leaf2 Nodes=node[1,3,5,7]\nSwitchName=spine Switches=leaf[1-2]\n";
+
+    fn fails(a: &Analysis) -> Vec<String> {
+        a.findings
+            .iter()
+            .filter(|f| f.severity == "fail")
+            .map(|f| f.subject.clone())
+            .collect()
+    }
+
+    #[test]
+    fn a_healthy_oversubscribed_fabric_names_nothing_and_says_what_it_cleared() {
+        for over in [1.0, 2.0, 4.0] {
+            let rules = leaf_spine(INTERLEAVED, None);
+            let f = rules.fabric.clone().unwrap();
+            let pts = fabric_points(&f, 8, |_| 4.0 / over, |_| 1.0, |_, _| 1.0);
+            // without the fabric, the cross-leaf pairs of a 4:1 fabric are accused
+            let flat = analyze(&pts, None, &Rules::from(None, None, None), &hosts(8));
+            assert_eq!(flat.pass, over < 2.0, "{over}: {:?}", flat.findings);
+            let a = analyze(&pts, None, &rules, &hosts(8));
+            assert!(a.pass, "{over}:1: {:?}", a.findings);
+            let info: Vec<&Finding> = a
+                .findings
+                .iter()
+                .filter(|f| f.subject == "fabric")
+                .collect();
+            assert_eq!(info.len(), 1, "{:?}", a.findings);
+            assert!(
+                info[0].text.contains("inside one switch"),
+                "{}",
+                info[0].text
+            );
+            assert!(
+                info[0].text.contains("declare the oversubscription"),
+                "{}",
+                info[0].text
+            );
+            assert!(!a.pair_classes.is_empty());
+        }
+    }
+
+    #[test]
+    fn on_a_fabric_a_slow_node_a_slow_pair_and_a_slow_uplink_are_named_as_what_they_are() {
+        let text = "SwitchName=l1 Nodes=node[0-2]\nSwitchName=l2 Nodes=node[3-5]\n\
+            SwitchName=l3 Nodes=node[6-8]\nSwitchName=sp Switches=l[1-3]\n";
+        let rules = leaf_spine(text, None);
+        let f = rules.fabric.clone().unwrap();
+        let up = |r: f64| move |_: usize| r;
+        // a slow node
+        let pts = fabric_points(
+            &f,
+            9,
+            up(1.5),
+            |x| if x == 4 { 0.3 } else { 1.0 },
+            |_, _| 1.0,
+        );
+        let a = analyze(&pts, None, &rules, &hosts(9));
+        assert_eq!(fails(&a), vec!["node4"], "{:?}", a.findings);
+        // a slow pair inside a leaf, and one across leaves
+        for (x, y) in [(0, 1), (2, 7)] {
+            let pts = fabric_points(
+                &f,
+                9,
+                up(1.5),
+                |_| 1.0,
+                |a, b| if (a, b) == (x, y) { 0.2 } else { 1.0 },
+            );
+            let a = analyze(&pts, None, &rules, &hosts(9));
+            assert_eq!(
+                fails(&a),
+                vec![format!("node{x}+node{y}")],
+                "{:?}",
+                a.findings
+            );
+        }
+        // a slow uplink: l2's, at a third of the others
+        let pts = fabric_points(
+            &f,
+            9,
+            |u| if u == 1 { 0.5 } else { 1.5 },
+            |_| 1.0,
+            |_, _| 1.0,
+        );
+        let a = analyze(&pts, None, &rules, &hosts(9));
+        assert_eq!(fails(&a), vec!["l2↔sp"], "{:?}", a.findings);
+        assert!(
+            a.findings[0].text.contains("uplink l2↔sp"),
+            "{:?}",
+            a.findings
+        );
+    }
+
+    #[test]
+    fn with_two_leaves_a_slow_uplink_needs_the_declared_oversubscription_and_is_not_told_apart() {
+        let rules = leaf_spine(INTERLEAVED, Some(2.0));
+        let f = rules.fabric.clone().unwrap();
+        // healthy 2:1 judged against the declaration: nothing
+        let pts = fabric_points(&f, 8, |_| 2.0, |_| 1.0, |_, _| 1.0);
+        let a = analyze(&pts, None, &rules, &hosts(8));
+        assert!(a.pass, "{:?}", a.findings);
+        // leaf2's uplink at a quarter of its declared rate
+        let pts = fabric_points(
+            &f,
+            8,
+            |u| if u == 1 { 0.5 } else { 2.0 },
+            |_| 1.0,
+            |_, _| 1.0,
+        );
+        let a = analyze(&pts, None, &rules, &hosts(8));
+        assert_eq!(
+            fails(&a),
+            vec!["leaf1↔spine leaf2↔spine"],
+            "{:?}",
+            a.findings
+        );
+        assert!(
+            a.findings[0].text.contains("cannot tell them apart"),
+            "{:?}",
+            a.findings
+        );
+        // undeclared, the same measurements look like the design
+        let undeclared = leaf_spine(INTERLEAVED, None);
+        assert!(analyze(&pts, None, &undeclared, &hosts(8)).pass);
+    }
+
+    #[test]
+    fn a_host_the_fabric_does_not_place_fails_the_pairs_judgement() {
+        let rules = leaf_spine("SwitchName=l1 Nodes=node[0-2]\n", None);
+        let a = analyze(&pairs_points(4, |_, _| false), None, &rules, &hosts(4));
+        assert!(!a.pass);
+        assert!(
+            a.findings[0].text.contains("no switch holds node3"),
+            "{:?}",
+            a.findings
+        );
     }
 
     /// Groups of the intra tier with these busbw values, one 16 MiB point each.

@@ -75,6 +75,17 @@ pub struct SweepArgs {
     /// Expected fabric (TOML, see topologies/): tiers below its numbers fail.
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
+    /// The switch fabric, as Slurm's topology.conf writes it (`SwitchName=leaf1
+    /// Nodes=node[0-3]`, `SwitchName=spine Switches=leaf[1-2]`): the pairs tier then
+    /// compares a node pair only with pairs the fabric lets run alike, and names a
+    /// slow uplink as the uplink.
+    #[arg(long, value_name = "FILE")]
+    pub fabric: Option<PathBuf>,
+    /// The fabric's declared oversubscription (a leaf's node links over its uplink:
+    /// 2, 4, 2:1): pairs across switches are judged against what such uplinks allow
+    /// (needs --fabric).
+    #[arg(long, value_name = "RATIO", value_parser = parse_ratio, requires = "fabric")]
+    pub oversubscription: Option<f64>,
     /// A group below this fraction of its tier's median busbw is an outlier
     /// (default: the topology file's, else 0.8).
     #[arg(long)]
@@ -145,5 +156,14 @@ impl SweepArgs {
             corrupt: (self.corrupt_rank == Some(rank)).then_some(at),
             mismatch,
         })
+    }
+}
+
+/// "4", "4:1", "1.5": a positive ratio.
+pub fn parse_ratio(v: &str) -> Result<f64, String> {
+    let n = v.strip_suffix(":1").unwrap_or(v);
+    match n.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= 1000.0 => Ok(r),
+        _ => Err(format!("'{v}' is not a ratio such as 2, 4, 4:1 or 1.5")),
     }
 }

@@ -939,6 +939,7 @@ pub fn run(
     let (kind, why) = backend::resolve(world, &cfg)?;
     let wanted = topology::parse_tiers(&args.tiers).map_err(agreed)?;
     let topo = Topology::load_shared(world, args.topology.as_deref())?;
+    let fabric = load_fabric(world, args)?;
     let nics = topo
         .as_ref()
         .and_then(|t| t.inter.as_ref())
@@ -1023,6 +1024,7 @@ pub fn run(
         provenance,
         plan,
         topology: topo,
+        fabric,
         transport,
         find_slow,
         soak,
@@ -1288,6 +1290,41 @@ impl TierRun<'_> {
     }
 }
 
+/// `--fabric` (with `--oversubscription`), read by rank 0 and shared, checked against
+/// the job's hosts before anything is measured: a host no switch holds is exit 2.
+fn load_fabric(
+    world: &World,
+    args: &SweepArgs,
+) -> Result<Option<crate::topology::switches::Fabric>> {
+    let Some(path) = args.fabric.as_deref() else {
+        return Ok(None);
+    };
+    let mine: std::result::Result<crate::topology::switches::Fabric, String> = if world.rank == 0 {
+        crate::topology::switches::Fabric::load(path)
+            .and_then(|mut f| {
+                f.oversubscription = args.oversubscription;
+                let hosts: Vec<String> = world.nodes.iter().map(|n| n.host.clone()).collect();
+                let missing = f.unplaced(&hosts);
+                if !missing.is_empty() {
+                    anyhow::bail!(
+                        "--fabric {}: no switch holds {} (hosts of this job: {})",
+                        path.display(),
+                        missing.join(", "),
+                        hosts.join(", ")
+                    );
+                }
+                Ok(f)
+            })
+            .map_err(|e| format!("{e:#}"))
+    } else {
+        Err(String::new())
+    };
+    match world.broadcast_json(Some(&mine))? {
+        Ok(f) => Ok(Some(f)),
+        Err(e) => anyhow::bail!(crate::error::Agreed(e)),
+    }
+}
+
 /// Which transports carried each tier's traffic (rank 0 gets the report), unless
 /// `--no-transport`.
 fn collect_transport(
@@ -1324,6 +1361,7 @@ struct Ends {
     provenance: Provenance,
     plan: Plan,
     topology: Option<Topology>,
+    fabric: Option<crate::topology::switches::Fabric>,
     transport: Option<TransportReport>,
     find_slow: Option<FindSlow>,
     /// The soak's judgement and when it began (Unix seconds).
@@ -1340,7 +1378,8 @@ fn finish(world: &World, args: &SweepArgs, points: Vec<Point>, ends: Ends) -> Re
         .collect();
     print!("{}", table_footer(&points));
     let topo = ends.topology.as_ref();
-    let rules = Rules::from(topo, args.outlier_fraction, args.min_fraction);
+    let mut rules = Rules::from(topo, args.outlier_fraction, args.min_fraction);
+    rules.fabric = ends.fabric.clone();
     let analysis = analysis::analyze(&points, topo, &rules, &node_hosts);
     print!("{}", render_analysis(&analysis));
     if let Some(t) = &ends.transport {
@@ -1366,6 +1405,7 @@ fn finish(world: &World, args: &SweepArgs, points: Vec<Point>, ends: Ends) -> Re
             points,
             analysis,
             topology: ends.topology,
+            fabric: ends.fabric,
             transport: ends.transport,
             find_slow: ends.find_slow,
             soak: ends.soak.map(|(s, _)| s),

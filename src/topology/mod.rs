@@ -14,6 +14,7 @@
 //! that has no group of two ranks is skipped.
 pub mod bisect;
 pub mod file;
+pub mod switches;
 
 use crate::kinds::{Node, TierKind};
 use serde::{Deserialize, Serialize};
