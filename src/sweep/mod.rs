@@ -978,6 +978,11 @@ pub fn run(
         },
         comms: Vec::new(),
         gpu_bus,
+        rules: {
+            let mut r = Rules::from(topo.as_ref(), args.outlier_fraction, args.min_fraction);
+            r.fabric = fabric.clone();
+            r
+        },
     };
     let provenance = Provenance::new(
         &why,
@@ -1083,6 +1088,8 @@ struct TierRun<'a> {
     comms: Vec<CommRecord>,
     /// This rank's GPU (NCCL backend), which a soak samples with NVML.
     gpu_bus: Option<String>,
+    /// How the pairs tier is judged before its slow rounds are measured again.
+    rules: analysis::Rules,
 }
 
 impl TierRun<'_> {
@@ -1194,7 +1201,64 @@ impl TierRun<'_> {
             }
             self.round(tier, ri)?;
         }
+        if tier.kind == TierKind::Pairs && self.sink.pass == 0 && self.args.duration.is_none() {
+            // twice at most: a slow link stays slow, a busy moment passes
+            for _ in 0..2 {
+                if !self.remeasure_slow_pairs(tier)? {
+                    break;
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// A pair judged slow is measured again before it is named: the rounds holding a
+    /// slow pair run once more (true when some did), whole (so that pairs share uplinks as they did), and
+    /// the judgement takes each pair's best measurement. One slow measurement of a
+    /// busy machine (another job, a daemon) then names nothing; a slow link is slow
+    /// twice.
+    fn remeasure_slow_pairs(&mut self, tier: &topology::Tier) -> Result<bool> {
+        let again: Vec<usize> = if self.world.rank == 0 {
+            let pts: Vec<Point> = self
+                .sink
+                .points
+                .iter()
+                .filter(|p| p.tier == TierKind::Pairs)
+                .cloned()
+                .collect();
+            let hosts: Vec<String> = self.world.nodes.iter().map(|n| n.host.clone()).collect();
+            let a = analysis::analyze(&pts, None, &self.rules, &hosts);
+            let slow: Vec<usize> = a
+                .tiers
+                .iter()
+                .filter(|t| t.tier == TierKind::Pairs)
+                .flat_map(|t| t.groups.iter().filter(|g| g.outlier).map(|g| g.group))
+                .collect();
+            (0..tier.rounds.len())
+                .filter(|&ri| {
+                    tier.rounds[ri]
+                        .groups
+                        .iter()
+                        .any(|g| slow.contains(&g.index))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let again: Vec<usize> = self.world.broadcast_json(Some(&again))?;
+        if again.is_empty() {
+            return Ok(false);
+        }
+        if self.world.rank == 0 {
+            println!(
+                "# tier pairs: {} round(s) with a slow pair measured again",
+                again.len()
+            );
+        }
+        for ri in again {
+            self.round(tier, ri)?;
+        }
+        Ok(true)
     }
 
     /// One round: this rank's group measures (if it is in one), then rank 0 gathers
