@@ -9,7 +9,7 @@ use crate::stats::{median, Combine, TimeStats};
 use crate::topology::file::Topology;
 use crate::topology::switches::Fabric;
 use crate::units::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Settings of the judgement.
 #[derive(Clone, Debug)]
@@ -280,34 +280,12 @@ fn pair_findings(
     node_hosts: &[String],
 ) {
     let n = node_hosts.len();
-    let mut m = vec![vec![None; n]; n];
-    let index: std::collections::HashMap<&str, usize> = node_hosts
+    push_pair_matrix(a, groups, coll, node_hosts);
+    let index = host_index(node_hosts);
+    let pairs: Vec<(usize, usize, f64, f64)> = groups
         .iter()
-        .enumerate()
-        .map(|(i, h)| (h.as_str(), i))
+        .filter_map(|g| pair_nodes(g, &index).map(|(x, y)| (x, y, g.busbw_gbps, g.vs_median)))
         .collect();
-    let node_of_group = |g: &GroupResult| -> Option<(usize, usize)> {
-        let idx: Vec<usize> = g
-            .hosts
-            .iter()
-            .filter_map(|h| index.get(h.as_str()).copied())
-            .collect();
-        (idx.len() == 2).then(|| (idx[0].min(idx[1]), idx[0].max(idx[1])))
-    };
-    let mut pairs: Vec<(usize, usize, f64, f64)> = Vec::new();
-    for g in groups {
-        if let Some((x, y)) = node_of_group(g) {
-            m[x][y] = Some(g.busbw_gbps);
-            m[y][x] = Some(g.busbw_gbps);
-            pairs.push((x, y, g.busbw_gbps, g.vs_median));
-        }
-    }
-    a.pair_matrices.push(PairMatrix {
-        collective: coll,
-        bytes: groups.iter().map(|g| g.bytes).max().unwrap_or(0),
-        nodes: node_hosts.to_vec(),
-        busbw_gbps: m,
-    });
     if pairs.len() < 2 {
         return;
     }
@@ -370,7 +348,7 @@ fn fabric_pair_findings(
     node_hosts: &[String],
     fabric: &Fabric,
 ) -> Vec<GroupResult> {
-    pair_findings_matrix_only(a, &groups, coll, node_hosts);
+    push_pair_matrix(a, &groups, coll, node_hosts);
     let unplaced = fabric.unplaced(node_hosts);
     if !unplaced.is_empty() {
         a.findings.push(Finding {
@@ -450,11 +428,7 @@ impl<'a> FabricJudge<'a> {
         node_hosts: &'a [String],
         fabric: &'a Fabric,
     ) -> FabricJudge<'a> {
-        let index: BTreeMap<&str, usize> = node_hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.as_str(), i))
-            .collect();
+        let index = host_index(node_hosts);
         let rounds = crate::topology::pair_rounds(node_hosts.len());
         let path = |x: usize, y: usize| {
             let mut p = fabric
@@ -475,15 +449,9 @@ impl<'a> FabricJudge<'a> {
         }
         let mut ps = Vec::new();
         for (gi, g) in groups.iter().enumerate() {
-            let idx: Vec<usize> = g
-                .hosts
-                .iter()
-                .filter_map(|h| index.get(h.as_str()).copied())
-                .collect();
-            if idx.len() != 2 {
+            let Some((x, y)) = pair_nodes(g, &index) else {
                 continue;
-            }
-            let (x, y) = (idx[0].min(idx[1]), idx[0].max(idx[1]));
+            };
             let p = path(x, y);
             let share = match round_of.get(&(x, y)) {
                 Some(&r) => p.iter().map(|u| load[r][u]).max().unwrap_or(0),
@@ -803,24 +771,39 @@ impl<'a> FabricJudge<'a> {
     }
 }
 
-/// The pairs tier's matrix alone (the fabric judgement names its own findings).
-fn pair_findings_matrix_only(
+/// Node index of each host name.
+fn host_index(node_hosts: &[String]) -> HashMap<&str, usize> {
+    node_hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.as_str(), i))
+        .collect()
+}
+
+/// The two nodes (lower index first) of a group of two nodes.
+fn pair_nodes(g: &GroupResult, index: &HashMap<&str, usize>) -> Option<(usize, usize)> {
+    let idx: Vec<usize> = g
+        .hosts
+        .iter()
+        .filter_map(|h| index.get(h.as_str()).copied())
+        .collect();
+    (idx.len() == 2).then(|| (idx[0].min(idx[1]), idx[0].max(idx[1])))
+}
+
+/// The pairs tier's node-pair busbw matrix, into `a.pair_matrices`.
+fn push_pair_matrix(
     a: &mut Analysis,
     groups: &[GroupResult],
     coll: CollKind,
     node_hosts: &[String],
 ) {
     let n = node_hosts.len();
+    let index = host_index(node_hosts);
     let mut m = vec![vec![None; n]; n];
     for g in groups {
-        let idx: Vec<usize> = g
-            .hosts
-            .iter()
-            .filter_map(|h| node_hosts.iter().position(|x| x == h))
-            .collect();
-        if idx.len() == 2 {
-            m[idx[0]][idx[1]] = Some(g.busbw_gbps);
-            m[idx[1]][idx[0]] = Some(g.busbw_gbps);
+        if let Some((x, y)) = pair_nodes(g, &index) {
+            m[x][y] = Some(g.busbw_gbps);
+            m[y][x] = Some(g.busbw_gbps);
         }
     }
     a.pair_matrices.push(PairMatrix {
