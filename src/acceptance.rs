@@ -404,7 +404,8 @@ fn sweep_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
 }
 
 /// `--fabric` and `--oversubscription` of the card's [sweep] section (the file
-/// resolved against the card's folder).
+/// resolved against the card's folder), and `--fabric-map` when the section asks for
+/// the map or a criterion judges it.
 fn fabric_args(card: &Card, card_path: &Path) -> Vec<String> {
     let Some(s) = &card.sweep else {
         return Vec::new();
@@ -416,6 +417,10 @@ fn fabric_args(card: &Card, card_path: &Path) -> Vec<String> {
         if let Some(r) = s.oversubscription {
             a.extend(["--oversubscription".into(), r.to_string()]);
         }
+    }
+    let c = &s.criteria;
+    if s.fabric_map || c.min_bisection_fraction.is_some() || c.max_oversubscription.is_some() {
+        a.push("--fabric-map".into());
     }
     a
 }
@@ -451,6 +456,7 @@ fn soak_args(card: &Card, topo: Option<&Path>, dir: &Path) -> Vec<String> {
         timeout_s: None,
         fabric: None,
         oversubscription: None,
+        fabric_map: false,
         criteria: crate::card::SweepCriteria {
             outlier_fraction: sweep.and_then(|s| s.criteria.outlier_fraction),
             ..Default::default()
@@ -1044,6 +1050,24 @@ fn hostname() -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_fabric_floor_or_the_key_asks_the_sweep_for_the_map() {
+        let card = |crit: &str| {
+            Card::parse(
+                &format!("name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='4M'\nfabric='t.conf'\noversubscription=2\n{crit}"),
+                "c.toml",
+            )
+            .unwrap()
+        };
+        let p = Path::new("/cards/c.toml");
+        let a = fabric_args(&card(""), p);
+        assert_eq!(a, ["--fabric", "/cards/t.conf", "--oversubscription", "2"]);
+        let a = fabric_args(&card("[sweep.criteria]\nmax_oversubscription=2.5\n"), p);
+        assert_eq!(a.last().map(String::as_str), Some("--fabric-map"));
+        let a = fabric_args(&card("fabric_map=true\n"), p);
+        assert_eq!(a.last().map(String::as_str), Some("--fabric-map"));
+    }
+
     use super::*;
     use std::time::Instant;
 

@@ -239,6 +239,11 @@ pub struct SweepSpec {
     /// The fabric's declared oversubscription (4 for 4:1; `--oversubscription`).
     #[serde(default)]
     pub oversubscription: Option<f64>,
+    /// Map the fabric as measured (`--fabric-map`): which nodes share a leaf, its
+    /// injection and bisection bandwidth, the oversubscription. On by itself when a
+    /// criterion needs the map.
+    #[serde(default)]
+    pub fabric_map: bool,
     /// The phase's bound, seconds (default 1800).
     #[serde(default)]
     pub timeout_s: Option<f64>,
@@ -291,6 +296,14 @@ pub struct SweepCriteria {
     /// nic_kind` is infiniband or roce. Not applicable without NCCL logs (MPI backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nccl_transport_required: Option<bool>,
+    /// The fabric map's bisection bandwidth over its injection bandwidth must reach
+    /// this (1: non-blocking; 0.5 allows 2:1). Maps the fabric (`--fabric-map`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bisection_fraction: Option<f64>,
+    /// The fabric's oversubscription as measured must be at most this (2 for 2:1).
+    /// Maps the fabric (`--fabric-map`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_oversubscription: Option<f64>,
 }
 
 fn default_collective() -> String {
@@ -312,6 +325,8 @@ impl Default for SweepCriteria {
             zero_wrong: true,
             judge_tiers: Vec::new(),
             nccl_transport_required: None,
+            min_bisection_fraction: None,
+            max_oversubscription: None,
         }
     }
 }
@@ -1182,6 +1197,20 @@ impl SweepCriteria {
             "min_fraction_of_expected",
             self.min_fraction_of_expected,
         )?;
+        cx.fraction(
+            "sweep.criteria",
+            "min_bisection_fraction",
+            self.min_bisection_fraction,
+        )?;
+        if self
+            .max_oversubscription
+            .is_some_and(|r| !(r >= 1.0 && r.is_finite()))
+        {
+            return Err(anyhow!(
+                "{}: must be at least 1 (1 for 1:1, 2 for 2:1)",
+                cx.at("sweep.criteria", "max_oversubscription")
+            ));
+        }
         cx.fraction("sweep.criteria", "outlier_fraction", self.outlier_fraction)
     }
 }
@@ -1352,6 +1381,28 @@ mod tests {
         assert_eq!(s.max_bytes, Bytes(1 << 30));
         assert!(s.criteria.no_outlier && s.criteria.zero_wrong);
         assert_eq!(s.criteria.collective, "all_reduce");
+    }
+
+    #[test]
+    fn fabric_floors_are_checked_and_named() {
+        let c = Card::parse(
+            "name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='4M'\n[sweep.criteria]\nmin_bisection_fraction=0.5\nmax_oversubscription=2\n",
+            "c.toml",
+        )
+        .unwrap();
+        let k = &c.sweep.unwrap().criteria;
+        assert_eq!(k.min_bisection_fraction, Some(0.5));
+        assert_eq!(k.max_oversubscription, Some(2.0));
+        let e = |text: &str| Card::parse(text, "c.toml").unwrap_err().to_string();
+        let head = "name='c'\n[sweep]\nmin_bytes='1M'\nmax_bytes='4M'\n[sweep.criteria]\n";
+        assert_eq!(
+            e(&format!("{head}max_oversubscription=0.5\n")),
+            "c.toml:6: sweep.criteria.max_oversubscription: must be at least 1 (1 for 1:1, 2 for 2:1)"
+        );
+        assert_eq!(
+            e(&format!("{head}min_bisection_fraction=2\n")),
+            "c.toml:6: sweep.criteria.min_bisection_fraction: 2 must be a fraction in (0, 1] (0.9 = 90%)"
+        );
     }
 
     #[test]

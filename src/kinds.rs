@@ -230,6 +230,9 @@ pub enum TierKind {
     /// `--find-slow`: the groups of the bisection search (`topology::bisect`), planned
     /// round by round from the last one's results; not one of `--tiers`.
     Bisect,
+    /// `--fabric-map`: the groups of the fabric map's rounds (`sweep::fabric_map`);
+    /// not one of `--tiers`.
+    Map,
 }
 
 impl TierKind {
@@ -248,6 +251,7 @@ impl TierKind {
             TierKind::Rails => "rails",
             TierKind::Pairs => "pairs",
             TierKind::Bisect => "bisect",
+            TierKind::Map => "map",
         }
     }
     pub fn parse(s: &str) -> Option<TierKind> {

@@ -22,10 +22,15 @@ fn busbw_grid(d: &RunData) -> Grid {
         let of: Vec<_> = s.points.iter().filter(|p| p.collective == coll).collect();
         let Some(first) = of.first() else { continue };
         let any_out = of.iter().any(|p| !p.in_place);
-        for p in of
-            .iter()
-            .filter(|p| p.dtype == first.dtype && p.op == first.op && p.in_place != any_out)
-        {
+        for p in of.iter().filter(|p| {
+            p.dtype == first.dtype
+                && p.op == first.op
+                && p.in_place != any_out
+                && !matches!(
+                    p.tier,
+                    crate::kinds::TierKind::Bisect | crate::kinds::TierKind::Map
+                )
+        }) {
             let e = m
                 .entry((p.tier as usize, p.tier.to_string(), coll, p.bytes))
                 .or_insert(f64::INFINITY);
@@ -86,6 +91,13 @@ pub fn build(a: &RunData, b: &RunData, name_a: &str, name_b: &str, charts: bool)
     busbw_tables(&mut d, &keys, &ga, &gb);
     if charts {
         busbw_charts(&mut d, &keys, [(name_a, &ga), (name_b, &gb)]);
+    }
+
+    let fabric = super::fabric::compare_rows(a, b);
+    if fabric.iter().any(|r| r[1] != "-" || r[2] != "-") {
+        d.h(2, "Fabric");
+        d.p("The fabric map (`--fabric-map`), the pairs tier's classes (inside one switch, across by how many pairs shared the busiest uplink) and what they mean for the job.");
+        d.table(&["metric", "A", "B", "B/A"], fabric);
     }
 
     d.h(2, "Training and recovery");

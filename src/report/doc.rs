@@ -624,6 +624,9 @@ fn sweep_section(d: &mut Doc, data: &RunData, s: &SweepData, charts: bool) {
     for m in &v.analysis.pair_matrices {
         pair_matrix(d, m, &v.analysis.outlier_nodes, charts);
     }
+    if let Some(m) = s.report.as_ref().and_then(|r| r.fabric_map.as_ref()) {
+        super::fabric::section(d, m, charts);
+    }
     rank_spread(d, data, s, &v.plan, charts);
     missing_section(d, &v.miss, groups_missing);
 }

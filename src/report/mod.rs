@@ -21,6 +21,7 @@ pub mod cost;
 mod criteria;
 pub mod data;
 pub mod doc;
+pub mod fabric;
 pub mod gpu;
 pub mod html;
 pub mod markdown;

@@ -61,6 +61,7 @@ pub fn default_card(data: &RunData) -> Card {
             timeout_s: None,
             fabric: None,
             oversubscription: None,
+            fabric_map: false,
             criteria: SweepCriteria {
                 min_fraction_of_expected: topo_frac,
                 ..Default::default()
@@ -353,6 +354,9 @@ fn judge_sweep(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
         out.push(gated(&g, j.no_outlier()));
     }
     if let Some(k) = judge_transport(data, c) {
+        out.push(gated(&g, k));
+    }
+    for k in super::fabric::criteria(data, c) {
         out.push(gated(&g, k));
     }
     if c.zero_wrong {

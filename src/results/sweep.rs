@@ -179,6 +179,9 @@ pub struct SweepReport {
     /// in runs of burnin versions before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<TransportReport>,
+    /// The fabric as measured (`--fabric-map`; absent without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric_map: Option<FabricMap>,
     /// What `--find-slow`'s bisection search found (absent without the flag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub find_slow: Option<FindSlow>,
@@ -194,6 +197,59 @@ pub struct SweepReport {
     pub finished_unix: f64,
     /// pass: no wrong element and the analysis passed; else fail.
     pub outcome: String,
+}
+
+/// One leaf switch of the measured fabric map.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct MapLeaf {
+    /// The declared switch's name, or "group N" for a leaf found by measurement.
+    pub name: String,
+    /// Its hosts, in node order.
+    pub hosts: Vec<String>,
+    /// Median per-node rate of its nodes paired off inside it (every leaf's pairs at
+    /// once: the injection round), GB/s (0: a leaf of one node).
+    pub injection_gbps: f64,
+    /// Per-node rate of the slowest bisection pair holding one of its nodes, GB/s (0:
+    /// none of its nodes was paired).
+    pub cross_gbps: f64,
+    /// injection over cross: the leaf's oversubscription as measured (0: not measured).
+    pub oversubscription: f64,
+}
+
+/// `--fabric-map`: the fabric as measured (`topology::fabric_map`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct FabricMap {
+    /// Where the leaves come from: "declared" (--fabric) or "measured".
+    pub leaves_from: String,
+    /// The leaves, with their measured rates.
+    pub leaves: Vec<MapLeaf>,
+    /// How the leaves were inferred from the pair rates, and how sure (said also when
+    /// a fabric was declared: the measurement is checked against it).
+    pub inference: String,
+    /// The gap the pair rates split at (slowest fast pair over fastest slow one).
+    pub separation: f64,
+    /// The pairs of the bisection round (each node of one half with a node of the
+    /// other, all at once), host names.
+    pub bisection_pairs: Vec<(String, String)>,
+    /// Their per-node rates, GB/s, in the same order.
+    pub bisection_pair_gbps: Vec<f64>,
+    /// What crosses the cut each way, GB/s: the pairs times the slowest pair's rate
+    /// (the round has moved its bytes when its slowest pair has).
+    pub bisection_gbps: f64,
+    /// Median injection rate of the leaves, GB/s.
+    pub injection_gbps: f64,
+    /// The slowest bisection pair's rate over the injection rate (1: non-blocking).
+    pub bisection_fraction: f64,
+    /// Injection over the slowest bisection pair's rate: the fabric's oversubscription
+    /// as measured (1 for 1:1).
+    pub oversubscription: f64,
+    /// The declared oversubscription (--oversubscription), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_oversubscription: Option<f64>,
+    /// Where the measurement and the declaration differ, in words.
+    pub differences: Vec<String>,
+    /// The measurement's limits, in words.
+    pub limits: Vec<String>,
 }
 
 /// One group of the bisection search, judged.
@@ -246,6 +302,14 @@ pub struct FindSlow {
     /// the search did not see.
     #[serde(default)]
     pub pairs_open: usize,
+    /// Uplinks found slow (`--fabric`): one name each ("leaf2↔spine"), or several
+    /// that the groups measured cannot tell apart.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slow_uplinks: Vec<Vec<String>>,
+    /// What the search could not judge, said (e.g. cross-leaf groups with nothing to
+    /// compare with).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     /// Every group measured, in order: the path of decisions.
     pub path: Vec<FindSlowStep>,
 }
@@ -258,7 +322,10 @@ impl FindSlow {
 
     /// No slow node, link or unresolved group (the pairs may still not all be cleared).
     pub fn found_nothing(&self) -> bool {
-        self.slow_nodes.is_empty() && self.slow_links.is_empty() && self.unresolved.is_empty()
+        self.slow_nodes.is_empty()
+            && self.slow_links.is_empty()
+            && self.unresolved.is_empty()
+            && self.slow_uplinks.is_empty()
     }
 }
 

@@ -149,7 +149,12 @@ pub fn analyze(
 /// out-of-place when it was measured, in-place only otherwise.
 fn judged_keys(points: &[Point]) -> Vec<(Key, Vec<&Point>)> {
     let mut keys: BTreeMap<Key, Vec<&Point>> = BTreeMap::new();
-    for p in points {
+    // The bisection search's and the fabric map's groups are judged by them (their
+    // groups differ in size and class by design, so a tier median means nothing).
+    for p in points
+        .iter()
+        .filter(|p| !matches!(p.tier, TierKind::Bisect | TierKind::Map))
+    {
         keys.entry((p.tier, p.collective, p.dtype, p.op, p.in_place))
             .or_default()
             .push(p);

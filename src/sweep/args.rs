@@ -107,6 +107,12 @@ pub struct SweepArgs {
     /// last suspects — about log2(n) rounds instead of the pairs tier's n−1.
     #[arg(long)]
     pub find_slow: bool,
+    /// After the tiers, map the fabric: every node pair (which nodes share a leaf
+    /// switch), each leaf alone (injection) and the two halves against each other
+    /// (bisection), hence the oversubscription as measured; with --fabric, checked
+    /// against the declaration.
+    #[arg(long)]
+    pub fabric_map: bool,
     /// Soak: repeat the planned tiers and sizes until this much time has passed
     /// (seconds, or 90s, 30m, 2h); every pass's points are kept with their pass and
     /// time, and each series' drift, variability and wrong elements are judged.

@@ -6,7 +6,7 @@
 use super::TierRun;
 use crate::kinds::{CollKind, RedOp, TierKind};
 use crate::results::sweep::{FindSlow, FindSlowStep, Plan};
-use crate::topology::{self, bisect::Bisection, Round, Tier};
+use crate::topology::{self, fabric_search::FabricSearch, Round, Tier};
 use anyhow::Result;
 
 /// The plan every bisection group runs: one alltoall (its size: [`bisect_bytes`]).
@@ -62,11 +62,20 @@ impl TierRun<'_> {
     ) -> Result<Option<FindSlow>> {
         let world = self.world;
         let n = world.nodes.len();
-        let mut search = (world.rank == 0).then(|| Bisection::new(n, fraction, None));
+        let leaves = self.leaves();
+        let over = self.rules.fabric.as_ref().and_then(|f| f.oversubscription);
+        let mut search =
+            (world.rank == 0).then(|| FabricSearch::new(n, leaves.clone(), fraction, None, over));
         let mut steps: Vec<FindSlowStep> = Vec::new();
         let mut index = 0;
         if world.rank == 0 {
             println!("# find-slow: bisection over {n} nodes (outlier fraction {fraction})");
+            if leaves.len() > 1 {
+                println!(
+                    "# find-slow: inside each of {} leaf switches at once, then the leaves two by two (--fabric)",
+                    leaves.len()
+                );
+            }
         }
         for round in 0..MAX_ROUNDS {
             let next = search.as_mut().map(|s| s.next_round());
@@ -86,7 +95,7 @@ impl TierRun<'_> {
             };
             index += groups.len();
             self.round(&tier, 0)?;
-            self.remeasure_slow(&tier, search.as_ref())?;
+            self.remeasure_slow(&tier, search.as_mut())?;
             if let Some(s) = search.as_mut() {
                 steps.extend(self.judge_round(&tier, round, s));
             }
@@ -103,10 +112,10 @@ impl TierRun<'_> {
     /// only ever slows a transfer, so a group counts at its best measurement
     /// ([`TierRun::group_busbw`]). A slow link stays slow every time; a stall does not
     /// come back on cue. Collective: rank 0 decides, every rank runs.
-    fn remeasure_slow(&mut self, tier: &Tier, search: Option<&Bisection>) -> Result<()> {
+    fn remeasure_slow(&mut self, tier: &Tier, mut search: Option<&mut FabricSearch>) -> Result<()> {
         let groups = &tier.rounds[0].groups;
         for _ in 0..REMEASURE {
-            let slow: Option<Vec<usize>> = search.map(|s| {
+            let slow: Option<Vec<usize>> = search.as_mut().map(|s| {
                 let rates: Vec<f64> = groups.iter().map(|g| self.group_rate(g)).collect();
                 let below = s.below_threshold(&rates);
                 (0..groups.len()).filter(|&k| below[k]).collect()
@@ -148,7 +157,7 @@ impl TierRun<'_> {
 
     /// rank 0: the round's rates into the search; its groups' steps, judged once the
     /// search is over (see [`TierRun::found`]).
-    fn judge_round(&self, tier: &Tier, round: usize, s: &mut Bisection) -> Vec<FindSlowStep> {
+    fn judge_round(&self, tier: &Tier, round: usize, s: &mut FabricSearch) -> Vec<FindSlowStep> {
         let groups = &tier.rounds[0].groups;
         let steps: Vec<FindSlowStep> = groups
             .iter()
@@ -174,8 +183,37 @@ impl TierRun<'_> {
         steps
     }
 
+    /// The job's nodes by leaf switch (`--fabric`): node indices each, in the
+    /// fabric's order; without a fabric, one leaf of every node.
+    pub(super) fn leaves(&self) -> Vec<Vec<usize>> {
+        let nodes = &self.world.nodes;
+        let Some(f) = self.rules.fabric.as_ref() else {
+            return vec![(0..nodes.len()).collect()];
+        };
+        let mut by: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for (i, n) in nodes.iter().enumerate() {
+            // load_fabric refused a job with a host no switch holds
+            by.entry(f.leaf_of(&n.host).unwrap_or(usize::MAX))
+                .or_default()
+                .push(i);
+        }
+        by.into_values().collect()
+    }
+
+    /// "leaf2↔spine": the uplink of the switch holding these nodes.
+    fn uplink_of(&self, nodes: &[usize]) -> String {
+        let f = self.rules.fabric.as_ref();
+        let leaf = nodes
+            .first()
+            .and_then(|&i| f.and_then(|f| f.leaf_of(&self.world.nodes[i].host)));
+        match (f, leaf) {
+            (Some(f), Some(l)) => f.uplink_name(l),
+            _ => "?".into(),
+        }
+    }
+
     /// rank 0: the finding with host names, printed.
-    fn found(&self, s: &Bisection, fraction: f64, path: Vec<FindSlowStep>) -> FindSlow {
+    fn found(&self, s: &FabricSearch, fraction: f64, path: Vec<FindSlowStep>) -> FindSlow {
         let host = |i: usize| self.world.nodes[i].host.clone();
         let f = s.finding();
         let mut path = path;
@@ -211,6 +249,16 @@ impl TierRun<'_> {
                 .iter()
                 .map(|g| g.iter().map(|&i| host(i)).collect())
                 .collect(),
+            slow_uplinks: s
+                .slow_uplinks()
+                .iter()
+                .map(|set| {
+                    set.iter()
+                        .map(|&l| self.uplink_of(&s.leaves()[l]))
+                        .collect()
+                })
+                .collect(),
+            notes: s.notes().to_vec(),
             path,
         };
         print!("{}", render(&out));
@@ -247,11 +295,26 @@ pub fn render(f: &FindSlow) -> String {
             "# find-slow: slow link {a}<->{b}: slow together, fast with other partners ({rounds})\n"
         ));
     }
+    for set in &f.slow_uplinks {
+        if let [one] = &set[..] {
+            s.push_str(&format!(
+                "# find-slow: slow uplink {one}: its leaf is slow with every other leaf, fast inside ({rounds})\n"
+            ));
+        } else {
+            s.push_str(&format!(
+                "# find-slow: slow uplinks {} (cannot tell them apart: every group that crossed one crossed the others) ({rounds})\n",
+                set.join(" ")
+            ));
+        }
+    }
     for g in &f.unresolved {
         s.push_str(&format!(
             "# find-slow: {} slow together but not separated ({rounds})\n",
             g.join("+")
         ));
+    }
+    for n in &f.notes {
+        s.push_str(&format!("# find-slow: {n}\n"));
     }
     if !f.found_nothing() {
         s.push_str(&format!(

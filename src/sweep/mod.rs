@@ -7,6 +7,7 @@
 //! ranks can never disagree on the number of calls and deadlock.
 pub mod analysis;
 mod args;
+pub mod fabric_map;
 pub mod find_slow;
 pub mod hooks;
 pub mod soak;
@@ -1000,6 +1001,11 @@ pub fn run(
     } else {
         None
     };
+    let fabric_map = if args.fabric_map {
+        run.fabric_map(nics)?
+    } else {
+        None
+    };
     let transport = collect_transport(world, kind, args, &tiers, &run.comms)?;
     if world.rank != 0 {
         return Ok(Outcome::Pass);
@@ -1032,6 +1038,7 @@ pub fn run(
         fabric,
         transport,
         find_slow,
+        fabric_map,
         soak,
     };
     finish(world, args, sink.points, ends)
@@ -1272,7 +1279,21 @@ impl TierRun<'_> {
             .find(|g| g.members.binary_search(&world.rank).is_ok());
         let comm = world.split(mine.map(|g| g.index as u32), world.rank as i32);
         let mut gathered: Vec<Point> = Vec::new();
-        if let (Some(g), Some(comm)) = (mine, comm) {
+        let built = match (mine, comm) {
+            (Some(g), Some(comm)) => Some((
+                g,
+                backend::build(self.kind, comm, world, self.cfg, self.dog.clone())?,
+            )),
+            _ => None,
+        };
+        // The groups of a round start together once every communicator is up (they
+        // come up at different times), so that they share the fabric for their whole
+        // run, as the round means: otherwise a group that starts late runs its last
+        // iterations alone, faster than the fabric allows the round.
+        if round.groups.len() > 1 {
+            world.quiet_barrier();
+        }
+        if let Some((g, be)) = built {
             let info = GroupInfo {
                 tier: tier.kind,
                 group: g.index,
@@ -1284,15 +1305,15 @@ impl TierRun<'_> {
                     .map(|&i| world.nodes[i].host.clone())
                     .collect(),
             };
-            let be = backend::build(self.kind, comm, world, self.cfg, self.dog.clone())?;
             self.note_comm(info.tier, info.group, info.members.clone());
-            let plan = if tier.kind == TierKind::Bisect {
+            let searched = matches!(tier.kind, TierKind::Bisect | TierKind::Map);
+            let plan = if searched {
                 self.bisect_plan
             } else {
                 self.plan
             };
             let largest = self.plan.sizes.last().copied().unwrap_or(0);
-            let sizes = if tier.kind == TierKind::Bisect {
+            let sizes = if searched {
                 // The same block per peer in every group, so that groups of any size
                 // compare (see find_slow::bisect_bytes).
                 vec![find_slow::bisect_bytes(
@@ -1344,8 +1365,10 @@ impl TierRun<'_> {
                 round_points.push(p.clone());
                 self.sink.record(p)?;
             }
-            let summary =
-                !matches!(tier.kind, TierKind::World | TierKind::Bisect) && self.sink.pass == 0;
+            let summary = !matches!(
+                tier.kind,
+                TierKind::World | TierKind::Bisect | TierKind::Map
+            ) && self.sink.pass == 0;
             if summary && ri + 1 == tier.rounds.len() {
                 print!("{}", group_summary_lines(&round_points));
             }
@@ -1428,6 +1451,7 @@ struct Ends {
     fabric: Option<crate::topology::switches::Fabric>,
     transport: Option<TransportReport>,
     find_slow: Option<FindSlow>,
+    fabric_map: Option<crate::results::sweep::FabricMap>,
     /// The soak's judgement and when it began (Unix seconds).
     soak: Option<(Soak, f64)>,
 }
@@ -1472,6 +1496,7 @@ fn finish(world: &World, args: &SweepArgs, points: Vec<Point>, ends: Ends) -> Re
             fabric: ends.fabric,
             transport: ends.transport,
             find_slow: ends.find_slow,
+            fabric_map: ends.fabric_map,
             soak: ends.soak.map(|(s, _)| s),
             finished_unix: crate::watchdog::unix_seconds(std::time::SystemTime::now()),
             outcome: if pass { "pass" } else { "fail" }.into(),

@@ -343,7 +343,7 @@ pub fn analyze(
     let mut by: BTreeMap<Key, Vec<&Point>> = BTreeMap::new();
     for p in points
         .iter()
-        .filter(|p| p.bytes == largest && p.tier != TierKind::Bisect)
+        .filter(|p| p.bytes == largest && !matches!(p.tier, TierKind::Bisect | TierKind::Map))
     {
         by.entry(key(p)).or_default().push(p);
     }

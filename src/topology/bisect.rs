@@ -145,6 +145,9 @@ pub struct Bisection {
     floor_gbps: Option<f64>,
     /// Every rate measured, with its group's size in nodes.
     seen: Vec<(usize, f64)>,
+    /// Rates of groups of the same class measured by other searches (the other leaves
+    /// of a fabric, see `topology::fabric_search`): judged against as if seen here.
+    peers: Vec<(usize, f64)>,
     jobs: Vec<Job>,
     /// The round handed out: (job, probe) of each group, in order.
     current: Vec<(usize, usize)>,
@@ -213,6 +216,7 @@ impl Bisection {
             fraction,
             floor_gbps,
             seen: Vec::new(),
+            peers: Vec::new(),
             jobs: Vec::new(),
             current: Vec::new(),
             cleared: vec![0; n * n.saturating_sub(1) / 2],
@@ -308,7 +312,27 @@ impl Bisection {
     /// at most one of them and the best pair is a healthy one, while every larger
     /// group of a round can hold a slow node (the concurrent rounds cross groups).
     fn threshold(&self, k: usize) -> f64 {
-        threshold_over(&self.seen, k, self.fraction, self.floor_gbps)
+        let all: Vec<(usize, f64)> = self.seen.iter().chain(&self.peers).copied().collect();
+        threshold_over(&all, k, self.fraction, self.floor_gbps)
+    }
+
+    /// Rates (group size in nodes, GB/s) of the same class measured elsewhere, which
+    /// the groups of this search are judged against too (replacing the last set).
+    pub fn set_peers(&mut self, peers: Vec<(usize, f64)>) {
+        self.peers = peers;
+    }
+
+    /// Every rate this search measured (group size in nodes, GB/s).
+    pub fn seen(&self) -> &[(usize, f64)] {
+        &self.seen
+    }
+
+    /// The groups of the round handed out, node indices (empty between rounds).
+    pub fn current_groups(&self) -> Vec<Vec<usize>> {
+        self.current
+            .iter()
+            .map(|&(j, p)| self.jobs[j].probes[p].nodes.clone())
+            .collect()
     }
 
     /// Which groups of the round [`Bisection::next_round`] returned would be judged
@@ -320,7 +344,7 @@ impl Bisection {
             .iter()
             .map(|&(j, p)| self.jobs[j].probes[p].nodes.len())
             .collect();
-        let mut seen = self.seen.clone();
+        let mut seen: Vec<(usize, f64)> = self.seen.iter().chain(&self.peers).copied().collect();
         seen.extend(sizes.iter().zip(rates_gbps).map(|(&k, &r)| (k, r)));
         sizes
             .iter()

@@ -13,6 +13,8 @@
 //! A tier whose groups would repeat an earlier tier's (intra on one node = world) or
 //! that has no group of two ranks is skipped.
 pub mod bisect;
+pub mod fabric_map;
+pub mod fabric_search;
 pub mod file;
 pub mod switches;
 
@@ -96,7 +98,7 @@ pub fn plan_tiers(nodes: &[Node], wanted: &[TierKind], pair_ranks: Option<usize>
             TierKind::Inter => vec![inter_round(nodes)],
             TierKind::Rails => vec![rails_round(nodes)],
             TierKind::Pairs => pairs_rounds(nodes, pair_ranks),
-            TierKind::Bisect => Vec::new(), // planned as it runs (`bisect`)
+            TierKind::Bisect | TierKind::Map => Vec::new(), // planned as they run
         };
         let rounds = without_single_ranks(rounds, kind);
         let signature = tier_signature(&rounds);

@@ -1,0 +1,773 @@
+//! `--find-slow` on a fabric of leaf switches: the bisection search of
+//! [`super::bisect`] inside every leaf at once, then the leaves against each other.
+//!
+//! A group that crosses leaves runs at what the uplinks allow it, which on an
+//! oversubscribed fabric is less than a group inside one leaf: judged against groups
+//! inside a leaf, healthy cross-leaf groups would be named slow. So:
+//!
+//! 1. **Inside.** One search per leaf, all in the same rounds (their groups never leave
+//!    their leaf, so no uplink carries anything). Every group inside a leaf is of one
+//!    class, so each leaf's groups are judged against the rates of every leaf's groups
+//!    (a leaf of two nodes has a reference too).
+//! 2. **Across.** Then the leaves two by two, in the circle method's rounds: each
+//!    group is two whole leaves (without the nodes the first phase named), so every
+//!    uplink of a round carries one group's traffic. A group's rate is divided by its
+//!    *allowance* — what the declared oversubscription lets an alltoall of a·b nodes
+//!    reach: a node of leaf A sends b/(a+b−1) of its traffic across, and A's uplink
+//!    carries a/R node links, so the rate is at most (a+b−1)/(b·R) of a node link
+//!    (1 on a non-blocking fabric) — and judged against the best group inside a leaf
+//!    when the fabric declares its oversubscription, else against the best of the
+//!    cross groups (three at least; with fewer, nothing to compare with: cleared and
+//!    said so). A leaf slow with every partner, where a partner of it is fast with
+//!    another leaf, has a slow uplink; leaves slow with every partner that cannot be
+//!    told apart are named together; a slow group explained by neither is left
+//!    unresolved.
+//!
+//! Pure, like the search it runs: `sweep::find_slow` measures the groups.
+use super::bisect::{Bisection, Decision, Finding};
+use super::pair_rounds;
+
+/// Where a group of the current round came from.
+#[derive(Clone, Debug)]
+enum Member {
+    /// The search of leaf `search` (an index into `inner`).
+    Inner { search: usize },
+    /// Leaves `a` and `b` together (indices into `leaves`).
+    Cross {
+        a: usize,
+        b: usize,
+        nodes: Vec<usize>,
+    },
+}
+
+/// A group that ran: decision `decision` of inner search `search`, or cross group
+/// `cross`.
+#[derive(Clone, Copy, Debug)]
+enum Ran {
+    Inner { search: usize, decision: usize },
+    Cross(usize),
+}
+
+/// One measured group of two leaves.
+#[derive(Clone, Debug)]
+struct Cross {
+    a: usize,
+    b: usize,
+    nodes: Vec<usize>,
+    round: usize,
+    rate: f64,
+    allowance: f64,
+}
+
+/// The search over a fabric's leaves (see the module's text).
+#[derive(Debug)]
+pub struct FabricSearch {
+    n: usize,
+    fraction: f64,
+    floor_gbps: Option<f64>,
+    oversubscription: Option<f64>,
+    leaves: Vec<Vec<usize>>,
+    /// (leaf, its search) for every leaf of two nodes or more.
+    inner: Vec<(usize, Bisection)>,
+    /// Leaf-pair rounds still to run; None while the inside phase runs.
+    across: Option<Vec<Vec<(usize, usize)>>>,
+    current: Vec<Member>,
+    /// The groups in the order they ran, with their global round.
+    order: Vec<(usize, Ran)>,
+    cross: Vec<Cross>,
+    rounds: usize,
+    /// Leaf sets whose uplinks are slow (one leaf, or several not told apart).
+    slow_uplinks: Vec<Vec<usize>>,
+    notes: Vec<String>,
+    finding: Option<Finding>,
+}
+
+/// What an alltoall over leaves of `a` and `b` nodes may reach as a fraction of a node
+/// link when every leaf's uplink carries its node links over `r` (see the module).
+pub fn cross_allowance(a: usize, b: usize, r: f64) -> f64 {
+    if a == 0 || b == 0 || r <= 0.0 {
+        return 1.0;
+    }
+    let k = (a + b - 1) as f64;
+    (k / (b as f64 * r)).min(k / (a as f64 * r)).min(1.0)
+}
+
+impl FabricSearch {
+    /// A search over nodes `0..n` hung from `leaves` (node indices each; every node in
+    /// exactly one), judged at `fraction` (and `floor_gbps`, if any); the fabric's
+    /// declared oversubscription, if any. One leaf is the flat search.
+    pub fn new(
+        n: usize,
+        leaves: Vec<Vec<usize>>,
+        fraction: f64,
+        floor_gbps: Option<f64>,
+        oversubscription: Option<f64>,
+    ) -> FabricSearch {
+        let leaves: Vec<Vec<usize>> = leaves.into_iter().filter(|l| !l.is_empty()).collect();
+        let inner = leaves
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.len() >= 2)
+            .map(|(i, l)| (i, Bisection::new(l.len(), fraction, floor_gbps)))
+            .collect();
+        FabricSearch {
+            n,
+            fraction,
+            floor_gbps,
+            oversubscription,
+            leaves,
+            inner,
+            across: None,
+            current: Vec::new(),
+            order: Vec::new(),
+            cross: Vec::new(),
+            rounds: 0,
+            slow_uplinks: Vec::new(),
+            notes: Vec::new(),
+            finding: None,
+        }
+    }
+
+    /// Nodes in the search.
+    pub fn nodes(&self) -> usize {
+        self.n
+    }
+
+    /// The leaves (node indices each), as given less empty ones.
+    pub fn leaves(&self) -> &[Vec<usize>] {
+        &self.leaves
+    }
+
+    /// The groups of the next round (node indices), or None when the search is over.
+    pub fn next_round(&mut self) -> Option<Vec<Vec<usize>>> {
+        if self.finding.is_some() {
+            return None;
+        }
+        if self.current.is_empty() {
+            self.plan_round();
+        }
+        if self.current.is_empty() {
+            self.finish();
+            return None;
+        }
+        Some(self.current_groups())
+    }
+
+    fn current_groups(&self) -> Vec<Vec<usize>> {
+        let mut out = Vec::new();
+        let mut done = vec![false; self.inner.len()];
+        for m in &self.current {
+            match m {
+                Member::Inner { search } if !done[*search] => {
+                    done[*search] = true;
+                    let (leaf, s) = &self.inner[*search];
+                    for g in s.current_groups() {
+                        out.push(g.iter().map(|&x| self.leaves[*leaf][x]).collect());
+                    }
+                }
+                Member::Inner { .. } => {}
+                Member::Cross { nodes, .. } => out.push(nodes.clone()),
+            }
+        }
+        out
+    }
+
+    fn plan_round(&mut self) {
+        if self.across.is_none() {
+            for (i, (_, s)) in self.inner.iter_mut().enumerate() {
+                if let Some(groups) = s.next_round() {
+                    self.current
+                        .extend(groups.iter().map(|_| Member::Inner { search: i }));
+                }
+            }
+            if !self.current.is_empty() {
+                return;
+            }
+            self.across = Some(self.across_rounds());
+        }
+        while self.current.is_empty() {
+            let Some(round) = self
+                .across
+                .as_mut()
+                .filter(|a| !a.is_empty())
+                .map(|a| a.remove(0))
+            else {
+                return;
+            };
+            for (a, b) in round {
+                let nodes = self.cross_nodes(a, b);
+                if !nodes.is_empty() {
+                    self.current.push(Member::Cross { a, b, nodes });
+                }
+            }
+        }
+    }
+
+    /// Nodes the inside phase named (slow nodes, both ends of slow links, unresolved
+    /// groups): left out of the cross groups, which they would slow.
+    fn named_inside(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (leaf, s) in &self.inner {
+            let f = s.finding();
+            let local = f
+                .slow_nodes
+                .iter()
+                .copied()
+                .chain(f.slow_links.iter().flat_map(|&(a, b)| [a, b]))
+                .chain(f.unresolved.iter().flatten().copied());
+            out.extend(local.map(|x| self.leaves[*leaf][x]));
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn across_rounds(&self) -> Vec<Vec<(usize, usize)>> {
+        if self.leaves.len() < 2 {
+            return Vec::new();
+        }
+        pair_rounds(self.leaves.len())
+    }
+
+    fn cross_nodes(&self, a: usize, b: usize) -> Vec<usize> {
+        let named = self.named_inside();
+        let keep = |l: usize| -> Vec<usize> {
+            self.leaves[l]
+                .iter()
+                .copied()
+                .filter(|x| !named.contains(x))
+                .collect()
+        };
+        let (x, y) = (keep(a), keep(b));
+        if x.is_empty() || y.is_empty() {
+            return Vec::new();
+        }
+        let mut v: Vec<usize> = x.into_iter().chain(y).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The best rate of any group inside a leaf, GB/s (0: none ran).
+    fn best_inside(&self) -> f64 {
+        self.inner
+            .iter()
+            .flat_map(|(_, s)| s.seen().iter().map(|p| p.1))
+            .fold(0.0, f64::max)
+    }
+
+    fn allowance(&self, a: usize, b: usize, nodes: &[usize]) -> f64 {
+        let Some(r) = self.oversubscription else {
+            return 1.0;
+        };
+        let count = |l: usize| nodes.iter().filter(|x| self.leaves[l].contains(x)).count();
+        cross_allowance(count(a), count(b), r)
+    }
+
+    /// The rate a cross group's normalised rate (rate / allowance) is judged against,
+    /// over the cross groups `crosses` (None: nothing to compare with).
+    fn cross_reference(&self, crosses: &[(f64, f64)], planned: usize) -> Option<f64> {
+        let inside = self.best_inside();
+        if self.oversubscription.is_some() && inside > 0.0 {
+            return Some(inside);
+        }
+        if planned < 3 {
+            return None;
+        }
+        let best = crosses
+            .iter()
+            .map(|&(rate, allow)| rate / allow)
+            .fold(0.0, f64::max);
+        (best > 0.0).then_some(best)
+    }
+
+    fn cross_threshold(&self, reference: Option<f64>, allowance: f64) -> f64 {
+        let rel = reference.map_or(0.0, |r| self.fraction * r * allowance);
+        self.floor_gbps.map_or(rel, |f| rel.max(f))
+    }
+
+    fn planned_cross(&self) -> usize {
+        let leaves = self.leaves.len();
+        leaves * leaves.saturating_sub(1) / 2
+    }
+
+    /// Rates of every inside group of the leaves other than `except`'s, this round's
+    /// included (`now`: the round's rates by search).
+    fn peers(&self, except: usize, now: &[Vec<f64>]) -> Vec<(usize, f64)> {
+        let mut out = Vec::new();
+        for (i, (_, s)) in self.inner.iter().enumerate() {
+            if i == except {
+                continue;
+            }
+            out.extend_from_slice(s.seen());
+            let sizes = s.current_groups();
+            out.extend(sizes.iter().zip(&now[i]).map(|(g, &r)| (g.len(), r)));
+        }
+        out
+    }
+
+    /// The round's rates split by inside search (in the order of `current_groups`).
+    fn split_rates(&self, rates: &[f64]) -> (Vec<Vec<f64>>, Vec<f64>) {
+        let mut by_search = vec![Vec::new(); self.inner.len()];
+        let mut cross = Vec::new();
+        let mut at = 0;
+        let mut done = vec![false; self.inner.len()];
+        for m in &self.current {
+            match m {
+                Member::Inner { search } if !done[*search] => {
+                    done[*search] = true;
+                    let k = self.inner[*search].1.current_groups().len();
+                    for _ in 0..k {
+                        by_search[*search].push(rates.get(at).copied().unwrap_or(0.0));
+                        at += 1;
+                    }
+                }
+                Member::Inner { .. } => {}
+                Member::Cross { .. } => {
+                    cross.push(rates.get(at).copied().unwrap_or(0.0));
+                    at += 1;
+                }
+            }
+        }
+        (by_search, cross)
+    }
+
+    /// Which groups of the round [`FabricSearch::next_round`] returned would be judged
+    /// slow if `rates_gbps` were recorded now (the driver measures those again). Pure.
+    pub fn below_threshold(&mut self, rates_gbps: &[f64]) -> Vec<bool> {
+        let (by_search, cross_rates) = self.split_rates(rates_gbps);
+        let mut out = Vec::new();
+        let mut done = vec![false; self.inner.len()];
+        let mut ci = 0;
+        let crosses: Vec<(f64, f64)> = self.cross.iter().map(|c| (c.rate, c.allowance)).collect();
+        let members = self.current.clone();
+        let mut now_cross = crosses.clone();
+        for (m, &r) in members
+            .iter()
+            .filter(|m| matches!(m, Member::Cross { .. }))
+            .zip(&cross_rates)
+        {
+            if let Member::Cross { a, b, nodes } = m {
+                now_cross.push((r, self.allowance(*a, *b, nodes)));
+            }
+        }
+        let reference = self.cross_reference(&now_cross, self.planned_cross());
+        for m in &members {
+            match m {
+                Member::Inner { search } if !done[*search] => {
+                    done[*search] = true;
+                    let peers = self.peers(*search, &by_search);
+                    let s = &mut self.inner[*search].1;
+                    s.set_peers(peers);
+                    out.extend(s.below_threshold(&by_search[*search]));
+                }
+                Member::Inner { .. } => {}
+                Member::Cross { a, b, nodes } => {
+                    let allow = self.allowance(*a, *b, nodes);
+                    let t = self.cross_threshold(reference, allow);
+                    out.push(cross_rates[ci] < t);
+                    ci += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// The rate (GB/s) of each group of the round [`FabricSearch::next_round`] returned,
+    /// in its order (a group that failed: 0).
+    pub fn record(&mut self, rates_gbps: &[f64]) {
+        if self.current.is_empty() && self.next_round().is_none() {
+            return;
+        }
+        let (by_search, cross_rates) = self.split_rates(rates_gbps);
+        let round = self.rounds;
+        self.rounds += 1;
+        let members = std::mem::take(&mut self.current);
+        let peers: Vec<Vec<(usize, f64)>> = (0..self.inner.len())
+            .map(|i| self.peers(i, &by_search))
+            .collect();
+        let mut done = vec![false; self.inner.len()];
+        let mut ci = 0;
+        for m in members {
+            match m {
+                Member::Inner { search } if !done[search] => {
+                    done[search] = true;
+                    let s = &mut self.inner[search].1;
+                    let first = s.finding().path.len();
+                    s.set_peers(peers[search].clone());
+                    s.record(&by_search[search]);
+                    let last = s.finding().path.len();
+                    self.order.extend(
+                        (first..last).map(|decision| (round, Ran::Inner { search, decision })),
+                    );
+                }
+                Member::Inner { .. } => {}
+                Member::Cross { a, b, nodes } => {
+                    let allowance = self.allowance(a, b, &nodes);
+                    self.order.push((round, Ran::Cross(self.cross.len())));
+                    self.cross.push(Cross {
+                        a,
+                        b,
+                        nodes,
+                        round,
+                        rate: cross_rates[ci],
+                        allowance,
+                    });
+                    ci += 1;
+                }
+            }
+        }
+        // Keep every leaf's peers current for the judgements its jobs make later.
+        let all: Vec<Vec<(usize, f64)>> = (0..self.inner.len())
+            .map(|i| self.peers(i, &vec![Vec::new(); self.inner.len()]))
+            .collect();
+        for (i, p) in all.into_iter().enumerate() {
+            self.inner[i].1.set_peers(p);
+        }
+    }
+
+    /// What the search found (final once [`FabricSearch::next_round`] is None).
+    pub fn finding(&self) -> Finding {
+        self.finding.clone().unwrap_or_default()
+    }
+
+    /// Leaf sets (indices into [`FabricSearch::leaves`]) whose uplink is slow: one
+    /// leaf, or several whose uplinks the measurements cannot tell apart.
+    pub fn slow_uplinks(&self) -> &[Vec<usize>] {
+        &self.slow_uplinks
+    }
+
+    /// What the search could not judge, said.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The cross groups judged: (leaf a, leaf b, rate, threshold, slow).
+    fn judge_cross(&mut self) -> Vec<bool> {
+        let crosses: Vec<(f64, f64)> = self.cross.iter().map(|c| (c.rate, c.allowance)).collect();
+        let reference = self.cross_reference(&crosses, self.cross.len());
+        if reference.is_none() && self.floor_gbps.is_none() && !self.cross.is_empty() {
+            self.notes.push(format!(
+                "{} group(s) across leaves ran but were not judged: with no oversubscription declared and fewer than three leaf pairs, nothing runs as they should (declare the fabric's oversubscription to judge its uplinks)",
+                self.cross.len()
+            ));
+        }
+        self.cross
+            .iter()
+            .map(|c| c.rate < self.cross_threshold(reference, c.allowance))
+            .collect()
+    }
+
+    fn finish(&mut self) {
+        let slow = self.judge_cross();
+        let crosses: Vec<(f64, f64)> = self.cross.iter().map(|c| (c.rate, c.allowance)).collect();
+        let reference = self.cross_reference(&crosses, self.cross.len());
+        let mut f = Finding {
+            rounds: self.rounds,
+            pairs_total: self.n * self.n.saturating_sub(1) / 2,
+            ..Finding::default()
+        };
+        let mut cleared = vec![false; f.pairs_total];
+        let idx = |i: usize, j: usize, n: usize| {
+            let (i, j) = (i.min(j), i.max(j));
+            i * n - i * (i + 1) / 2 + (j - i - 1)
+        };
+        for (round, at) in &self.order {
+            let d = match at {
+                Ran::Inner { search, decision } => {
+                    let (leaf, search) = &self.inner[*search];
+                    let mut d = search.finding().path[*decision].clone();
+                    d.nodes = d.nodes.iter().map(|&x| self.leaves[*leaf][x]).collect();
+                    d
+                }
+                Ran::Cross(c) => {
+                    let c = &self.cross[*c];
+                    Decision {
+                        round: c.round,
+                        nodes: c.nodes.clone(),
+                        busbw_gbps: c.rate,
+                        threshold_gbps: self.cross_threshold(reference, c.allowance),
+                        slow: false,
+                    }
+                }
+            };
+            let mut d = d;
+            d.round = *round;
+            if let Ran::Cross(c) = at {
+                d.slow = slow[*c];
+            }
+            if !d.slow {
+                for (x, &i) in d.nodes.iter().enumerate() {
+                    for &j in &d.nodes[x + 1..] {
+                        cleared[idx(i, j, self.n)] = true;
+                    }
+                }
+                f.largest_clearing_group = f.largest_clearing_group.max(d.nodes.len());
+            }
+            f.path.push(d);
+        }
+        for (leaf, s) in &self.inner {
+            let g = s.finding();
+            let map = |x: usize| self.leaves[*leaf][x];
+            f.slow_nodes.extend(g.slow_nodes.iter().map(|&x| map(x)));
+            f.slow_links
+                .extend(g.slow_links.iter().map(|&(a, b)| (map(a), map(b))));
+            f.unresolved.extend(
+                g.unresolved
+                    .iter()
+                    .map(|u| u.iter().map(|&x| map(x)).collect()),
+            );
+        }
+        self.name_uplinks(&slow, &mut f);
+        f.slow_nodes.sort_unstable();
+        f.slow_links.sort_unstable();
+        f.unresolved.sort();
+        f.pairs_cleared = cleared.iter().filter(|&&c| c).count();
+        let mut open = 0;
+        for i in 0..self.n {
+            for j in i + 1..self.n {
+                let explained = f.slow_nodes.contains(&i)
+                    || f.slow_nodes.contains(&j)
+                    || f.slow_links.contains(&(i, j))
+                    || self.under_slow_uplink(i, j);
+                if !cleared[idx(i, j, self.n)] && !explained {
+                    open += 1;
+                }
+            }
+        }
+        f.pairs_open = open;
+        self.finding = Some(f);
+    }
+
+    fn leaf_of(&self, x: usize) -> Option<usize> {
+        self.leaves.iter().position(|l| l.contains(&x))
+    }
+
+    fn under_slow_uplink(&self, i: usize, j: usize) -> bool {
+        let (Some(a), Some(b)) = (self.leaf_of(i), self.leaf_of(j)) else {
+            return false;
+        };
+        a != b
+            && self
+                .slow_uplinks
+                .iter()
+                .any(|s| s.contains(&a) || s.contains(&b))
+    }
+
+    /// Leaves slow with every partner: alone where a partner is fast elsewhere, else
+    /// together; slow groups neither explains stay unresolved.
+    fn name_uplinks(&mut self, slow: &[bool], f: &mut Finding) {
+        let leaves = self.leaves.len();
+        let groups_of = |l: usize| -> Vec<usize> {
+            (0..self.cross.len())
+                .filter(|&c| self.cross[c].a == l || self.cross[c].b == l)
+                .collect()
+        };
+        let all_slow: Vec<bool> = (0..leaves)
+            .map(|l| {
+                let g = groups_of(l);
+                !g.is_empty() && g.iter().all(|&c| slow[c])
+            })
+            .collect();
+        let has_fast = |l: usize| groups_of(l).iter().any(|&c| !slow[c]);
+        let alone: Vec<usize> = (0..leaves)
+            .filter(|&l| {
+                all_slow[l]
+                    && groups_of(l).iter().any(|&c| {
+                        let p = if self.cross[c].a == l {
+                            self.cross[c].b
+                        } else {
+                            self.cross[c].a
+                        };
+                        has_fast(p)
+                    })
+            })
+            .collect();
+        if !alone.is_empty() {
+            self.slow_uplinks = alone.iter().map(|&l| vec![l]).collect();
+        } else {
+            let together: Vec<usize> = (0..leaves).filter(|&l| all_slow[l]).collect();
+            if !together.is_empty() {
+                self.slow_uplinks = vec![together];
+            }
+        }
+        let named: Vec<usize> = self.slow_uplinks.iter().flatten().copied().collect();
+        for (c, cross) in self.cross.iter().enumerate() {
+            if slow[c] && !named.contains(&cross.a) && !named.contains(&cross.b) {
+                f.unresolved.push(cross.nodes.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A leaf/spine fabric for the tests: node links, leaves, each leaf's uplink.
+    struct Model {
+        node: Vec<f64>,
+        leaves: Vec<Vec<usize>>,
+        uplink: Vec<f64>,
+    }
+
+    impl Model {
+        /// `leaves` leaves of `k` nodes at 10 GB/s, nodes dealt out in turn (node i on
+        /// leaf i % leaves), each uplink k·10/r.
+        fn new(leaves: usize, k: usize, r: f64) -> Model {
+            Model {
+                node: vec![10.0; leaves * k],
+                leaves: (0..leaves)
+                    .map(|l| (0..k).map(|i| i * leaves + l).collect())
+                    .collect(),
+                uplink: vec![k as f64 * 10.0 / r; leaves],
+            }
+        }
+
+        fn leaf(&self, x: usize) -> usize {
+            self.leaves.iter().position(|l| l.contains(&x)).unwrap()
+        }
+
+        /// Each group's alltoall node rate in a round: its slowest node, and each
+        /// uplink it crosses shared with the round's other groups by what each puts on it.
+        fn rates(&self, groups: &[Vec<usize>]) -> Vec<f64> {
+            let cross = |g: &[usize], l: usize| -> f64 {
+                let inside = g.iter().filter(|&&x| self.leaf(x) == l).count() as f64;
+                let k = g.len() as f64;
+                inside * (k - inside) / (k - 1.0)
+            };
+            groups
+                .iter()
+                .map(|g| {
+                    let mut r = g
+                        .iter()
+                        .map(|&x| self.node[x])
+                        .fold(f64::INFINITY, f64::min);
+                    for l in 0..self.leaves.len() {
+                        let mine = cross(g, l);
+                        if mine == 0.0 {
+                            continue;
+                        }
+                        let load: f64 = groups.iter().map(|h| cross(h, l)).sum();
+                        r = r.min(self.uplink[l] / load);
+                    }
+                    r
+                })
+                .collect()
+        }
+
+        fn search(&self, r: Option<f64>) -> FabricSearch {
+            let mut s = FabricSearch::new(self.node.len(), self.leaves.clone(), 0.8, None, r);
+            for _ in 0..200 {
+                let Some(groups) = s.next_round() else { break };
+                let rates = self.rates(&groups);
+                s.record(&rates);
+            }
+            assert!(s.next_round().is_none());
+            s
+        }
+    }
+
+    #[test]
+    fn allowance_of_two_leaves() {
+        assert!((cross_allowance(4, 4, 4.0) - 7.0 / 16.0).abs() < 1e-12);
+        assert!((cross_allowance(4, 4, 2.0) - 7.0 / 8.0).abs() < 1e-12);
+        assert_eq!(cross_allowance(4, 4, 1.0), 1.0);
+        // The smaller leaf's partner sends more of its traffic across.
+        assert!((cross_allowance(2, 6, 4.0) - 7.0 / 24.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_healthy_oversubscribed_fabric_names_nothing() {
+        for (leaves, k) in [(2, 4), (3, 4), (4, 8), (2, 2), (5, 3)] {
+            for r in [1.0, 2.0, 4.0] {
+                let m = Model::new(leaves, k, r);
+                for declared in [None, Some(r)] {
+                    let s = m.search(declared);
+                    let f = s.finding();
+                    assert!(
+                        f.slow_nodes.is_empty()
+                            && f.slow_links.is_empty()
+                            && f.unresolved.is_empty(),
+                        "{leaves}x{k} {r}:1 {declared:?}: {f:?}"
+                    );
+                    assert!(s.slow_uplinks().is_empty(), "{leaves}x{k} {r}:1");
+                    assert_eq!(f.pairs_cleared, f.pairs_total, "{leaves}x{k} {r}:1");
+                    assert_eq!(f.pairs_open, 0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn two_leaves_undeclared_say_they_were_not_judged() {
+        let s = Model::new(2, 4, 4.0).search(None);
+        assert!(s.notes()[0].contains("not judged"), "{:?}", s.notes());
+        let s = Model::new(2, 4, 4.0).search(Some(4.0));
+        assert!(s.notes().is_empty(), "{:?}", s.notes());
+    }
+
+    #[test]
+    fn a_slow_node_is_named_and_no_uplink() {
+        for r in [1.0, 4.0] {
+            let mut m = Model::new(2, 4, r);
+            m.node[5] = 4.0;
+            let s = m.search(Some(r));
+            let f = s.finding();
+            assert_eq!(f.slow_nodes, vec![5], "{r}: {f:?}");
+            assert!(s.slow_uplinks().is_empty(), "{r}");
+            assert!(f.slow_links.is_empty() && f.unresolved.is_empty(), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn a_slow_uplink_is_named_alone_among_three_leaves() {
+        for declared in [None, Some(2.0)] {
+            let mut m = Model::new(3, 4, 2.0);
+            m.uplink[1] /= 4.0;
+            let s = m.search(declared);
+            let f = s.finding();
+            assert_eq!(s.slow_uplinks(), &[vec![1]], "{declared:?}: {f:?}");
+            assert!(f.slow_nodes.is_empty() && f.slow_links.is_empty(), "{f:?}");
+            assert!(f.unresolved.is_empty(), "{f:?}");
+            // The pairs behind it are explained, not open.
+            assert_eq!(f.pairs_open, 0);
+        }
+    }
+
+    #[test]
+    fn two_leaves_declared_name_their_uplinks_together() {
+        let mut m = Model::new(2, 4, 4.0);
+        m.uplink[1] /= 4.0;
+        let s = m.search(Some(4.0));
+        assert_eq!(s.slow_uplinks(), &[vec![0, 1]]);
+        assert!(s.finding().slow_nodes.is_empty());
+    }
+
+    #[test]
+    fn one_leaf_is_the_flat_search() {
+        let mut m = Model::new(1, 8, 1.0);
+        m.node[3] = 4.0;
+        let s = m.search(None);
+        assert_eq!(s.finding().slow_nodes, vec![3]);
+        let mut b = Bisection::new(8, 0.8, None);
+        while let Some(g) = b.next_round() {
+            let rates = m.rates(&g);
+            b.record(&rates);
+        }
+        assert_eq!(b.finding().rounds, s.finding().rounds);
+        assert_eq!(b.finding().path, s.finding().path);
+    }
+
+    #[test]
+    fn a_slow_node_on_a_leaf_of_two_is_seen_against_the_other_leaves() {
+        let mut m = Model::new(3, 2, 1.0);
+        m.node[4] = 4.0; // leaf 1 = {1, 4}
+        let s = m.search(Some(1.0));
+        let f = s.finding();
+        assert!(
+            f.slow_nodes == vec![4] || f.unresolved.contains(&vec![1, 4]),
+            "{f:?}"
+        );
+        assert!(s.slow_uplinks().is_empty(), "{:?}", s.slow_uplinks());
+    }
+}
