@@ -599,70 +599,134 @@ impl FabricSearch {
     }
 }
 
+/// A leaf/spine fabric on paper, for the tests and the model bench
+/// (`benches/fabric_model.rs`): node link rates, the leaves, each leaf's uplink, and
+/// slow links between two nodes.
+#[derive(Clone, Debug)]
+pub struct LeafSpineModel {
+    /// Each node's link rate, GB/s.
+    pub node: Vec<f64>,
+    /// Node indices per leaf.
+    pub leaves: Vec<Vec<usize>>,
+    /// Each leaf's uplink, GB/s each way.
+    pub uplink: Vec<f64>,
+    /// Node pairs (a < b) whose path is slower than both nodes, GB/s.
+    pub slow_pairs: Vec<(usize, usize, f64)>,
+}
+
+impl LeafSpineModel {
+    /// `leaves` leaves of `k` nodes at 10 GB/s, nodes dealt out in turn (node i on leaf
+    /// i % leaves), each uplink k·10/r.
+    pub fn new(leaves: usize, k: usize, r: f64) -> LeafSpineModel {
+        LeafSpineModel {
+            node: vec![10.0; leaves * k],
+            leaves: (0..leaves)
+                .map(|l| (0..k).map(|i| i * leaves + l).collect())
+                .collect(),
+            uplink: vec![k as f64 * 10.0 / r; leaves],
+            slow_pairs: Vec::new(),
+        }
+    }
+
+    /// The same in rack order: node i on leaf i / k.
+    pub fn racked(leaves: usize, k: usize, r: f64) -> LeafSpineModel {
+        let mut m = LeafSpineModel::new(leaves, k, r);
+        m.leaves = (0..leaves)
+            .map(|l| (0..k).map(|i| l * k + i).collect())
+            .collect();
+        m
+    }
+
+    fn leaf(&self, x: usize) -> usize {
+        self.leaves.iter().position(|l| l.contains(&x)).unwrap_or(0)
+    }
+
+    /// Each group's alltoall node rate in a round (every block at once): its slowest
+    /// node; a slow pair inside it, which carries one of a node's k−1 blocks, at
+    /// (k−1)× its rate; and each uplink it crosses, shared with the round's other
+    /// groups by what each puts on it.
+    pub fn rates(&self, groups: &[Vec<usize>]) -> Vec<f64> {
+        let leaf_of: Vec<usize> = (0..self.node.len()).map(|x| self.leaf(x)).collect();
+        let mut load = vec![0.0; self.leaves.len()];
+        let shares: Vec<Vec<(usize, f64)>> = groups
+            .iter()
+            .map(|g| {
+                let k = g.len() as f64;
+                let mut per: std::collections::BTreeMap<usize, f64> = Default::default();
+                for &x in g {
+                    *per.entry(leaf_of[x]).or_insert(0.0) += 1.0;
+                }
+                per.into_iter()
+                    .filter(|&(_, inside)| inside < k)
+                    .map(|(l, inside)| (l, inside * (k - inside) / (k - 1.0)))
+                    .collect()
+            })
+            .collect();
+        for sh in &shares {
+            for &(l, v) in sh {
+                load[l] += v;
+            }
+        }
+        groups
+            .iter()
+            .zip(&shares)
+            .map(|(g, sh)| {
+                let mut r = g
+                    .iter()
+                    .map(|&x| self.node[x])
+                    .fold(f64::INFINITY, f64::min);
+                let k1 = g.len().saturating_sub(1) as f64;
+                for &(a, b, s) in &self.slow_pairs {
+                    if g.contains(&a) && g.contains(&b) {
+                        r = r.min(k1 * s);
+                    }
+                }
+                for &(l, _) in sh {
+                    r = r.min(self.uplink[l] / load[l]);
+                }
+                r
+            })
+            .collect()
+    }
+}
+
+/// The search on a modelled fabric: what it found, and its modelled seconds (each
+/// round as long as its slowest group: `block` bytes to each peer at the group's node
+/// rate; 0 leaves the time out).
+pub fn run_on_leaf_spine(
+    m: &LeafSpineModel,
+    fraction: f64,
+    declared: Option<f64>,
+    block: f64,
+) -> (FabricSearch, f64) {
+    let mut s = FabricSearch::new(m.node.len(), m.leaves.clone(), fraction, None, declared);
+    let mut seconds = 0.0;
+    for _ in 0..10 * m.node.len() + 64 {
+        let Some(groups) = s.next_round() else { break };
+        let rates = m.rates(&groups);
+        seconds += groups
+            .iter()
+            .zip(&rates)
+            .map(|(g, r)| block * g.len().saturating_sub(1) as f64 / (r.max(1e-9) * 1e9))
+            .fold(0.0, f64::max);
+        s.record(&rates);
+    }
+    (s, seconds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A leaf/spine fabric for the tests: node links, leaves, each leaf's uplink.
-    struct Model {
-        node: Vec<f64>,
-        leaves: Vec<Vec<usize>>,
-        uplink: Vec<f64>,
+    type Model = LeafSpineModel;
+
+    trait Search {
+        fn search(&self, r: Option<f64>) -> FabricSearch;
     }
 
-    impl Model {
-        /// `leaves` leaves of `k` nodes at 10 GB/s, nodes dealt out in turn (node i on
-        /// leaf i % leaves), each uplink k·10/r.
-        fn new(leaves: usize, k: usize, r: f64) -> Model {
-            Model {
-                node: vec![10.0; leaves * k],
-                leaves: (0..leaves)
-                    .map(|l| (0..k).map(|i| i * leaves + l).collect())
-                    .collect(),
-                uplink: vec![k as f64 * 10.0 / r; leaves],
-            }
-        }
-
-        fn leaf(&self, x: usize) -> usize {
-            self.leaves.iter().position(|l| l.contains(&x)).unwrap()
-        }
-
-        /// Each group's alltoall node rate in a round: its slowest node, and each
-        /// uplink it crosses shared with the round's other groups by what each puts on it.
-        fn rates(&self, groups: &[Vec<usize>]) -> Vec<f64> {
-            let cross = |g: &[usize], l: usize| -> f64 {
-                let inside = g.iter().filter(|&&x| self.leaf(x) == l).count() as f64;
-                let k = g.len() as f64;
-                inside * (k - inside) / (k - 1.0)
-            };
-            groups
-                .iter()
-                .map(|g| {
-                    let mut r = g
-                        .iter()
-                        .map(|&x| self.node[x])
-                        .fold(f64::INFINITY, f64::min);
-                    for l in 0..self.leaves.len() {
-                        let mine = cross(g, l);
-                        if mine == 0.0 {
-                            continue;
-                        }
-                        let load: f64 = groups.iter().map(|h| cross(h, l)).sum();
-                        r = r.min(self.uplink[l] / load);
-                    }
-                    r
-                })
-                .collect()
-        }
-
+    impl Search for Model {
         fn search(&self, r: Option<f64>) -> FabricSearch {
-            let mut s = FabricSearch::new(self.node.len(), self.leaves.clone(), 0.8, None, r);
-            for _ in 0..200 {
-                let Some(groups) = s.next_round() else { break };
-                let rates = self.rates(&groups);
-                s.record(&rates);
-            }
-            assert!(s.next_round().is_none());
+            let (s, _) = run_on_leaf_spine(self, 0.8, r, 0.0);
             s
         }
     }
