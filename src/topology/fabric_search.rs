@@ -16,7 +16,8 @@
 //!    reach: a node of leaf A sends b/(a+b−1) of its traffic across, and A's uplink
 //!    carries a/R node links, so the rate is at most (a+b−1)/(b·R) of a node link
 //!    (1 on a non-blocking fabric) — and judged against the best group inside a leaf
-//!    when the fabric declares its oversubscription, else against the best of the
+//!    (times [`DECLARED_SLACK`]) when the fabric declares its oversubscription, else
+//!    against the best of the
 //!    cross groups (three at least; with fewer, nothing to compare with: cleared and
 //!    said so). A leaf slow with every partner, where a partner of it is fast with
 //!    another leaf, has a slow uplink; leaves slow with every partner that cannot be
@@ -81,6 +82,14 @@ pub struct FabricSearch {
     notes: Vec<String>,
     finding: Option<Finding>,
 }
+
+/// A cross group is judged against the declared allowance times this as well as the
+/// outlier fraction: the allowance is a fluid model (every flow its fair share, no
+/// cost of its own), and an alltoall of a whole leaf pair pays its own cost on top —
+/// healthy 4:1 cross groups of 8 nodes ran as low as 0.77 of it on the simulated
+/// cluster (TCP shares an uplink unevenly, 8 ranks on 2 cores), judged against pairs
+/// inside a leaf. A uniformly slow uplink at half its declared rate is still named.
+pub const DECLARED_SLACK: f64 = 0.75;
 
 /// What an alltoall over leaves of `a` and `b` nodes may reach as a fraction of a node
 /// link when every leaf's uplink carries its node links over `r` (see the module).
@@ -268,7 +277,7 @@ impl FabricSearch {
     fn cross_reference(&self, crosses: &[(f64, f64)], planned: usize) -> Option<f64> {
         let inside = self.best_inside();
         if self.oversubscription.is_some() && inside > 0.0 {
-            return Some(inside);
+            return Some(inside * DECLARED_SLACK);
         }
         if planned < 3 {
             return None;
@@ -796,6 +805,22 @@ mod tests {
             // The pairs behind it are explained, not open.
             assert_eq!(f.pairs_open, 0);
         }
+    }
+
+    #[test]
+    fn cross_groups_below_the_fluid_model_but_healthy_are_not_named() {
+        // the uplinks carry 0.77 of what the declared 4:1 allows (an alltoall's own
+        // cost): nothing named; at half the declared rate, both uplinks are
+        let mut m = Model::new(2, 4, 4.0);
+        for u in &mut m.uplink {
+            *u *= 0.77;
+        }
+        let s = m.search(Some(4.0));
+        assert!(s.slow_uplinks().is_empty(), "{:?}", s.finding());
+        for u in &mut m.uplink {
+            *u *= 0.5 / 0.77;
+        }
+        assert_eq!(m.search(Some(4.0)).slow_uplinks(), &[vec![0, 1]]);
     }
 
     #[test]
