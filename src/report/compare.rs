@@ -44,7 +44,8 @@ fn f3(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into())
 }
 
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+/// "1.23×": B over A, "-" when either is missing or A is 0.
+pub(super) fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     match (a, b) {
         (Some(a), Some(b)) if a > 0.0 => format!("{:.2}×", b / a),
         _ => "-".into(),

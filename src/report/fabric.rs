@@ -1,6 +1,7 @@
 //! The fabric in the report and in `burnin compare`: the map as measured
 //! (`--fabric-map`) as a table and a drawing of leaves, spine and uplinks with their
 //! rates, the pairs tier's classes, and two runs' fabrics side by side.
+use super::compare::ratio;
 use super::data::RunData;
 use super::Doc;
 use crate::card::SweepCriteria;
@@ -134,13 +135,6 @@ fn world_all_reduce(r: &SweepReport) -> Option<(u64, f64)> {
 
 fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if a > 0.0 => format!("{:.2}×", b / a),
-        _ => "-".into(),
-    }
 }
 
 /// metric, A, B, B/A: the two runs' fabrics (map, pair classes) and what they mean for

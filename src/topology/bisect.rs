@@ -293,12 +293,7 @@ impl Bisection {
             self.finish();
             return None;
         }
-        Some(
-            self.current
-                .iter()
-                .map(|&(j, p)| self.jobs[j].probes[p].nodes.clone())
-                .collect(),
-        )
+        Some(self.current_groups())
     }
 
     /// What a group of `k` nodes is judged against: `fraction` × the best rate of

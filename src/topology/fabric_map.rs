@@ -241,18 +241,9 @@ pub fn misplaced(declared: &[Vec<usize>], measured: &[Vec<usize>]) -> Vec<(usize
     let leaf_of = |x: usize| declared.iter().position(|l| l.contains(&x));
     let mut out = Vec::new();
     for (mi, m) in measured.iter().enumerate() {
-        let mut votes = vec![0usize; declared.len()];
-        for &x in m {
-            if let Some(d) = leaf_of(x) {
-                votes[d] += 1;
-            }
-        }
-        let Some((major, &v)) = votes.iter().enumerate().max_by_key(|(_, v)| **v) else {
+        let Some(major) = majority(declared, m) else {
             continue;
         };
-        if 2 * v <= m.len() {
-            continue;
-        }
         for &x in m {
             if let Some(d) = leaf_of(x).filter(|&d| d != major) {
                 out.push((x, d, mi));
