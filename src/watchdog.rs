@@ -169,11 +169,9 @@ impl Watchdog {
             }
         }
         if self.abort_with_mpi {
-            // SAFETY: MPI is initialised with MPI_THREAD_MULTIPLE (checked at start),
-            // so this thread may call MPI_Abort while the main thread is blocked in MPI.
-            unsafe {
-                mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, crate::error::EXIT_ERROR);
-            }
+            // MPI is initialised with MPI_THREAD_MULTIPLE (checked at start), so this
+            // thread may call MPI_Abort while the main thread is blocked in MPI.
+            crate::world::abort_world(crate::error::EXIT_ERROR);
         }
         // SAFETY: _exit ends the process at once without running destructors, which
         // is the intent: the main thread is stuck in a call that will never return.

@@ -259,8 +259,37 @@ impl World {
 
     /// End the whole job now (every rank) with `code`.
     pub fn abort(&self, code: i32) -> ! {
-        self.comm.abort(code)
+        abort_world(code)
     }
+}
+
+/// How long `MPI_Abort` may take before the rank ends itself: Open MPI's abort tells
+/// the local daemon and then calls exit(3), whose handlers can block on a lock another
+/// thread holds; the launcher ends the job only once this process is gone (a run in
+/// CI waited 90 s on an aborted rank that never exited).
+pub const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `MPI_Abort(MPI_COMM_WORLD, code)`, with a guard thread that `_exit`s with `code`
+/// after [`ABORT_GRACE`] should the abort not end the process. Safe to call from any
+/// thread once MPI is initialised with `MPI_THREAD_MULTIPLE`, or from the main thread.
+pub fn abort_world(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    let _ = std::thread::Builder::new()
+        .name("burnin-abort".into())
+        .spawn(move || {
+            std::thread::sleep(ABORT_GRACE);
+            // SAFETY: _exit ends the process without running handlers or destructors,
+            // which is the intent: the abort is stuck in one of them.
+            unsafe { libc::_exit(code) }
+        });
+    // SAFETY: MPI is initialised (a World exists, or the watchdog was started after it).
+    unsafe {
+        mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, code);
+    }
+    // SAFETY: as above; MPI_Abort returned, which it should not.
+    unsafe { libc::_exit(code) }
 }
 
 /// Broadcast from local rank 0 of `comm`.

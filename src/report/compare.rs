@@ -6,7 +6,7 @@ use super::charts::{self, BwSeries};
 use super::data::RunData;
 use super::doc::planned;
 use super::verdict::{self, Criterion};
-use super::{html, markdown, Doc};
+use super::{html, markdown, ratio, Doc};
 use crate::kinds::CollKind;
 use crate::units::Bytes;
 use anyhow::{Context, Result};
@@ -42,14 +42,6 @@ fn busbw_grid(d: &RunData) -> Grid {
 
 fn f3(v: Option<f64>) -> String {
     v.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into())
-}
-
-/// "1.23×": B over A, "-" when either is missing or A is 0.
-pub(super) fn ratio(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if a > 0.0 => format!("{:.2}×", b / a),
-        _ => "-".into(),
-    }
 }
 
 /// Slowest group's busbw per (tier order, tier, collective, size).

@@ -1,8 +1,8 @@
 //! The fabric in the report and in `burnin compare`: the map as measured
 //! (`--fabric-map`) as a table and a drawing of leaves, spine and uplinks with their
 //! rates, the pairs tier's classes, and two runs' fabrics side by side.
-use super::compare::ratio;
 use super::data::RunData;
+use super::ratio;
 use super::Doc;
 use crate::card::SweepCriteria;
 use crate::kinds::{CollKind, TierKind};

@@ -164,6 +164,14 @@ pub fn render_dir(dir: &Path, out: &Path) -> Result<Rendered> {
     })
 }
 
+/// "1.23×": B over A, "-" when either is missing or A is 0.
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 => format!("{:.2}×", b / a),
+        _ => "-".into(),
+    }
+}
+
 /// The verdict as an aligned text table with a last line, for the terminal: the
 /// report's verdict table, as text.
 pub fn verdict_text(criteria: &[Criterion]) -> String {
