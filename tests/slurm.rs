@@ -258,13 +258,13 @@ fn an_acceptance_through_slurm_passes_when_healthy_and_fails_naming_a_slow_node(
         .lines()
         .find(|l| l.contains("no slow node or link"))
         .unwrap_or_else(|| panic!("{job}"));
+    let md = std::fs::read_to_string(shaped.join("report.md")).unwrap_or_default();
     assert!(
         row.contains("outlier: node2") && row.trim_end().ends_with("FAIL"),
-        "{row}"
+        "{row}\n--- report.md\n{md}"
     );
     assert!(job.contains("# verdict: FAIL"), "{job}");
     assert!(job.contains("verdict: exit 1"), "{job}");
-    let md = std::fs::read_to_string(shaped.join("report.md")).unwrap();
     assert!(md.contains("suspect node2's link"), "{md}");
     let acc = read_json(&shaped.join("acceptance.json"));
     assert_eq!(acc["outcome"], "fail");
