@@ -79,8 +79,19 @@ impl TierRun<'_> {
         let n = world.nodes.len();
         let leaves = self.leaves();
         let over = self.rules.fabric.as_ref().and_then(|f| f.oversubscription);
-        let mut search =
-            (world.rank == 0).then(|| FabricSearch::new(n, leaves.clone(), fraction, None, over));
+        let take = ranks_per_node.unwrap_or(usize::MAX).max(1);
+        let mut search = (world.rank == 0).then(|| {
+            let mut s = FabricSearch::new(n, leaves.clone(), fraction, None, over);
+            // the ranks each group takes of a node (topology::node_group)
+            s.set_ranks(
+                world
+                    .nodes
+                    .iter()
+                    .map(|x| x.ranks.iter().take(take).copied().collect())
+                    .collect(),
+            );
+            s
+        });
         let mut steps: Vec<FindSlowStep> = Vec::new();
         let mut index = 0;
         if world.rank == 0 {

@@ -96,14 +96,39 @@ pub fn expand_hostlist(expr: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The file's lines with comments cut and `\`-continued lines joined: (index of the
+/// first physical line, text).
+fn logical_lines(text: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (no, raw) in text.lines().enumerate() {
+        let code = raw.split('#').next().unwrap_or("").trim_end();
+        let (part, continues) = match code.strip_suffix('\\') {
+            Some(p) => (p, true),
+            None => (code, false),
+        };
+        // joined as written, as Slurm's parser does: `Nodes=a,\` then `b` is `Nodes=a,b`
+        let (start, mut acc) = open.take().unwrap_or((no, String::new()));
+        acc.push_str(part);
+        if continues {
+            open = Some((start, acc));
+        } else {
+            out.push((start, acc));
+        }
+    }
+    out.extend(open);
+    out
+}
+
 impl Fabric {
-    /// Parse a Slurm topology.conf (`#` comments, keys case-insensitive; LinkSpeed is
-    /// read and ignored, as Slurm does). Errors name `source` and the line.
+    /// Parse a Slurm topology.conf (`#` comments, keys case-insensitive, a line ending
+    /// in `\` continued on the next as Slurm's parser does; LinkSpeed is read and
+    /// ignored, as Slurm does). Errors name `source` and the line a switch starts on.
     pub fn parse(text: &str, source: &str) -> Result<Fabric> {
         let mut switches: Vec<Switch> = Vec::new();
-        for (no, raw) in text.lines().enumerate() {
+        for (no, joined) in logical_lines(text) {
             let at = format!("{source}:{}", no + 1);
-            let line = raw.split('#').next().unwrap_or("").trim();
+            let line = joined.trim();
             if line.is_empty() {
                 continue;
             }
@@ -341,6 +366,20 @@ mod tests {
             vec!["l1", "s1", "l3", "s2"]
         );
         assert_eq!(f.hosts_under(3), vec!["a", "b", "c"]);
+    }
+
+    #[test]
+    fn continued_lines_are_one_switch_and_errors_name_its_first_line() {
+        let f = Fabric::parse(
+            "# racks\nSwitchName=leaf1 \\\n  Nodes=gpu[01-02],\\\ngpu07 # rack 1\n\
+             SwitchName=top Switches=leaf1\n",
+            "t.conf",
+        )
+        .unwrap();
+        assert_eq!(f.switches[0].nodes, ["gpu01", "gpu02", "gpu07"]);
+        assert_eq!(f.switches[1].switches, ["leaf1"]);
+        let e = Fabric::parse("\nSwitchName=a \\\n Nodes=n[1-\n", "t.conf").unwrap_err();
+        assert!(format!("{e:#}").contains("t.conf:2"), "{e:#}");
     }
 
     #[test]
