@@ -68,6 +68,28 @@ fn again(rates: &[f64], below: &[bool], doubt: bool) -> (Vec<usize>, Option<usiz
     (slow, reference)
 }
 
+/// A round's node rates as the search hears them: each group at its best measurement
+/// (`best`), and the doubted reference at position `doubted` at its worst (`worst`) —
+/// but never below the round's next best group nor above its own best, so a doubted
+/// reference that reads slow by itself is judged at no less than the others and never
+/// named at its worst.
+fn round_rates(best: &[f64], worst: &[f64], doubted: Option<usize>) -> Vec<f64> {
+    let mut rates = best.to_vec();
+    if let Some(d) = doubted.filter(|&d| d < rates.len()) {
+        let others = (0..best.len())
+            .filter(|&k| k != d)
+            .map(|k| best[k])
+            .fold(0.0, f64::max);
+        rates[d] = worst
+            .get(d)
+            .copied()
+            .unwrap_or(best[d])
+            .max(others)
+            .min(best[d]);
+    }
+    rates
+}
+
 impl TierRun<'_> {
     /// Run the search; rank 0 gets what it found (other ranks None).
     pub(super) fn find_slow(
@@ -155,7 +177,7 @@ impl TierRun<'_> {
         let mut doubted: Option<usize> = None;
         for _ in 0..REMEASURE {
             let plan: Option<(Vec<usize>, Option<usize>)> = search.as_mut().map(|s| {
-                let rates: Vec<f64> = groups.iter().map(|g| self.group_rate(g, doubted)).collect();
+                let rates = self.round_rates(groups, doubted);
                 let below = s.below_threshold(&rates);
                 again(&rates, &below, doubted.is_none())
             });
@@ -181,30 +203,36 @@ impl TierRun<'_> {
         Ok(doubted)
     }
 
-    /// A bisection group's busbw: the best of its measurements, or the worst when it
-    /// is the round's `doubted` reference (0: none).
-    fn group_busbw(&self, g: &topology::Group, doubted: Option<usize>) -> f64 {
-        let rates = self
+    /// A bisection group's busbw over its measurements: (best, worst); (0, 0): none.
+    fn group_busbw(&self, g: &topology::Group) -> (f64, f64) {
+        let (best, worst) = self
             .sink
             .points
             .iter()
             .filter(|p| p.tier == TierKind::Bisect && p.group == g.index)
-            .map(|p| p.busbw_gbps);
-        if doubted.is_some_and(|d| d == g.index) {
-            let worst = rates.fold(f64::INFINITY, f64::min);
-            if worst.is_finite() {
-                worst
-            } else {
-                0.0
-            }
-        } else {
-            rates.fold(0.0, f64::max)
-        }
+            .fold((0.0, f64::INFINITY), |(b, w), p| {
+                (f64::max(b, p.busbw_gbps), f64::min(w, p.busbw_gbps))
+            });
+        (best, if worst.is_finite() { worst } else { 0.0 })
     }
 
-    /// A bisection group's per-node link rate, from [`TierRun::group_busbw`].
-    fn group_rate(&self, g: &topology::Group, doubted: Option<usize>) -> f64 {
-        node_rate(self.group_busbw(g, doubted), g.members.len(), g.nodes.len())
+    /// The round's per-node link rates ([`round_rates`]; `doubted`: the group index
+    /// of the doubted reference).
+    fn round_rates(&self, groups: &[topology::Group], doubted: Option<usize>) -> Vec<f64> {
+        let rate =
+            |g: &topology::Group, busbw: f64| node_rate(busbw, g.members.len(), g.nodes.len());
+        let (best, worst): (Vec<f64>, Vec<f64>) = groups
+            .iter()
+            .map(|g| {
+                let (b, w) = self.group_busbw(g);
+                (rate(g, b), rate(g, w))
+            })
+            .unzip();
+        round_rates(
+            &best,
+            &worst,
+            doubted.and_then(|d| groups.iter().position(|g| g.index == d)),
+        )
     }
 
     /// rank 0: the round's rates into the search; its groups' steps, judged once the
@@ -217,10 +245,18 @@ impl TierRun<'_> {
         doubted: Option<usize>,
     ) -> Vec<FindSlowStep> {
         let groups = &tier.rounds[0].groups;
+        let rates = self.round_rates(groups, doubted);
         let steps: Vec<FindSlowStep> = groups
             .iter()
-            .map(|g| {
-                let busbw = self.group_busbw(g, doubted);
+            .zip(&rates)
+            .map(|(g, &rate)| {
+                // the busbw the rate stands for: the best measurement, or for the
+                // doubted reference the rate's (a bound, maybe not one measurement)
+                let per = node_rate(1.0, g.members.len(), g.nodes.len());
+                let busbw = match doubted {
+                    Some(d) if d == g.index && per > 0.0 => rate / per,
+                    _ => self.group_busbw(g).0,
+                };
                 FindSlowStep {
                     round,
                     label: g.label.clone(),
@@ -230,13 +266,12 @@ impl TierRun<'_> {
                         .map(|&i| self.world.nodes[i].host.clone())
                         .collect(),
                     busbw_gbps: busbw,
-                    node_rate_gbps: node_rate(busbw, g.members.len(), g.nodes.len()),
+                    node_rate_gbps: rate,
                     threshold_gbps: 0.0,
                     slow: false,
                 }
             })
             .collect();
-        let rates: Vec<f64> = steps.iter().map(|s| s.node_rate_gbps).collect();
         s.record(&rates);
         steps
     }
@@ -462,6 +497,25 @@ mod tests {
         assert!(t.contains("slow link node0<->node1"), "{t}");
         assert!(t.contains("20 of 28 node pairs cleared, 7 explained by what is named above; 1 only in slow groups, not seen: run --tiers pairs"), "{t}");
         assert!(!f.clean());
+    }
+
+    #[test]
+    fn the_doubted_reference_counts_at_its_worst_but_not_below_the_next_best() {
+        let best = [0.0468, 0.0478, 0.0465, 0.0643];
+        // by itself it read 0.055: that counts
+        let worst = [0.0468, 0.0478, 0.0465, 0.055];
+        assert_eq!(round_rates(&best, &worst, Some(3))[3], 0.055);
+        // by itself 0.046, or stuck low at 0.031: the next best (0.0478), never less
+        for low in [0.046, 0.031] {
+            let worst = [0.0468, 0.0478, 0.0465, low];
+            let r = round_rates(&best, &worst, Some(3));
+            assert_eq!(r, [0.0468, 0.0478, 0.0465, 0.0478]);
+        }
+        // nothing doubted, or a doubted index out of range: the best of each
+        assert_eq!(round_rates(&best, &best, None), best);
+        assert_eq!(round_rates(&best, &[0.0; 4], Some(9)), best);
+        // never above its own best, even when the others read faster
+        assert_eq!(round_rates(&[0.02, 0.05], &[0.01, 0.05], Some(0))[0], 0.02);
     }
 
     #[test]
