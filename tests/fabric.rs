@@ -145,6 +145,19 @@ fn named(f: &serde_json::Value) -> Vec<String> {
     v
 }
 
+/// `dir/topology.conf`: two leaves of 4, listed interleaved (node0, node2, … on leaf1),
+/// under one spine.
+fn two_interleaved_leaves(dir: &Path) -> PathBuf {
+    let conf = dir.join("topology.conf");
+    std::fs::write(
+        &conf,
+        "# two leaves, nodes in rack order\nSwitchName=leaf1 Nodes=node[0,2,4,6]\n\
+         SwitchName=leaf2 Nodes=node[1,3,5,7]\nSwitchName=spine Switches=leaf[1-2]\n",
+    )
+    .unwrap();
+    conf
+}
+
 fn status() -> String {
     run_bounded(SIM.cmd(&["status"]), Duration::from_secs(30)).all()
 }
@@ -157,13 +170,7 @@ fn status() -> String {
 fn an_oversubscribed_leaf_spine_fabric_is_judged_by_what_it_allows() {
     let _s = serial();
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("topology.conf");
-    std::fs::write(
-        &conf,
-        "# two leaves, nodes in rack order\nSwitchName=leaf1 Nodes=node[0,2,4,6]\n\
-         SwitchName=leaf2 Nodes=node[1,3,5,7]\nSwitchName=spine Switches=leaf[1-2]\n",
-    )
-    .unwrap();
+    let conf = two_interleaved_leaves(dir.path());
     let c = conf.to_str().unwrap();
     let _down = require!(SIM.up_sized(
         8,
@@ -281,13 +288,7 @@ fn an_oversubscribed_leaf_spine_fabric_is_judged_by_what_it_allows() {
 fn a_slow_pair_on_a_2_to_1_fabric_is_named_as_a_link() {
     let _s = serial();
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("topology.conf");
-    std::fs::write(
-        &conf,
-        "SwitchName=leaf1 Nodes=node[0,2,4,6]\nSwitchName=leaf2 Nodes=node[1,3,5,7]\n\
-         SwitchName=spine Switches=leaf[1-2]\n",
-    )
-    .unwrap();
+    let conf = two_interleaved_leaves(dir.path());
     let c = conf.to_str().unwrap();
     let declared = ["--oversubscription", "2"];
     {
@@ -438,13 +439,7 @@ fn leaf_hosts(m: &serde_json::Value) -> Vec<Vec<String>> {
 fn the_fabric_map_finds_the_leaves_and_two_fabrics_compare() {
     let _s = serial();
     let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("topology.conf");
-    std::fs::write(
-        &conf,
-        "SwitchName=leaf1 Nodes=node[0,2,4,6]\nSwitchName=leaf2 Nodes=node[1,3,5,7]\n\
-         SwitchName=spine Switches=leaf[1-2]\n",
-    )
-    .unwrap();
+    let conf = two_interleaved_leaves(dir.path());
     let c = conf.to_str().unwrap();
     let _down = require!(SIM.up_sized(
         8,
