@@ -47,7 +47,7 @@ pub fn section(d: &mut Doc, m: &FabricMap, charts: bool) {
             "leaf",
             "nodes",
             "injection (GB/s/node)",
-            "slowest cross pair (GB/s/node)",
+            "average cross pair (GB/s/node)",
             "oversubscription",
         ],
         rows,
@@ -71,7 +71,7 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// Leaves under a spine, each uplink labelled with its slowest cross pair's rate and
+/// Leaves under a spine, each uplink labelled with its average cross pair's rate and
 /// the leaf's measured oversubscription, the nodes under each leaf: an SVG.
 pub fn drawing(m: &FabricMap) -> Result<String> {
     let n = m.leaves.len().max(1);
@@ -252,7 +252,7 @@ pub fn criteria(data: &RunData, c: &SweepCriteria) -> Vec<Criterion> {
         let mut k = super::criteria::crit(
             "fabric.max_oversubscription",
             "sweep",
-            "oversubscription as measured (fabric map: injection over the slowest bisection pair)"
+            "oversubscription as measured (fabric map: injection over the average bisection pair)"
                 .into(),
             format!("≤ {max}:1"),
         );

@@ -206,10 +206,10 @@ pub struct MapLeaf {
     pub name: String,
     /// Its hosts, in node order.
     pub hosts: Vec<String>,
-    /// Median per-node rate of its nodes paired off inside it (every leaf's pairs at
-    /// once: the injection round), GB/s (0: a leaf of one node).
+    /// Per-node rate of its best pair of nodes paired off inside it (every leaf's
+    /// pairs at once: the injection round), GB/s (0: a leaf of one node).
     pub injection_gbps: f64,
-    /// Per-node rate of the slowest bisection pair holding one of its nodes, GB/s (0:
+    /// Per-node rate of the average bisection pair holding one of its nodes, GB/s (0:
     /// none of its nodes was paired).
     pub cross_gbps: f64,
     /// injection over cross: the leaf's oversubscription as measured (0: not measured).
@@ -233,15 +233,15 @@ pub struct FabricMap {
     pub bisection_pairs: Vec<(String, String)>,
     /// Their per-node rates, GB/s, in the same order.
     pub bisection_pair_gbps: Vec<f64>,
-    /// What crosses the cut each way, GB/s: the pairs times the slowest pair's rate
-    /// (the round has moved its bytes when its slowest pair has).
+    /// What crosses the cut each way, GB/s: the sum of the pairs' rates (every pair
+    /// streams through it for the same time).
     pub bisection_gbps: f64,
-    /// Median injection rate of the leaves, GB/s.
+    /// Injection rate of the fabric (its best injection pair's), GB/s.
     pub injection_gbps: f64,
-    /// The slowest bisection pair's rate over the injection rate (1: non-blocking).
+    /// The average bisection pair's rate over the injection rate (1: non-blocking).
     pub bisection_fraction: f64,
-    /// Injection over the slowest bisection pair's rate: the fabric's oversubscription
-    /// as measured (1 for 1:1).
+    /// Injection over the average bisection pair's rate: the fabric's
+    /// oversubscription as measured (1 for 1:1).
     pub oversubscription: f64,
     /// The declared oversubscription (--oversubscription), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -984,6 +984,7 @@ pub fn run(
             r.fabric = fabric.clone();
             r
         },
+        stream_s: None,
     };
     let provenance = Provenance::new(
         &why,
@@ -1097,6 +1098,9 @@ struct TierRun<'a> {
     gpu_bus: Option<String>,
     /// How the pairs tier is judged before its slow rounds are measured again.
     rules: analysis::Rules,
+    /// Set while a fabric map round streams: its groups run the bisection plan for
+    /// this many seconds each (after the warm-up) instead of its iterations.
+    stream_s: Option<f64>,
 }
 
 impl TierRun<'_> {
@@ -1307,10 +1311,14 @@ impl TierRun<'_> {
             };
             self.note_comm(info.tier, info.group, info.members.clone());
             let searched = matches!(tier.kind, TierKind::Bisect | TierKind::Map);
-            let plan = if searched {
-                self.bisect_plan
-            } else {
-                self.plan
+            let streamed;
+            let plan = match (searched, self.stream_s) {
+                (true, Some(s)) => {
+                    streamed = fabric_map::streamed(self.bisect_plan, s);
+                    &streamed
+                }
+                (true, None) => self.bisect_plan,
+                (false, _) => self.plan,
             };
             let largest = self.plan.sizes.last().copied().unwrap_or(0);
             let sizes = if searched {

@@ -20,11 +20,12 @@
 //!   pair of every leaf at once: every node link busy, no traffic on an uplink.
 //! * **Bisection** ([`bisection_pairs`]): the leaves dealt into two halves of near-equal
 //!   node count, each node of one half paired with a node of the other on another
-//!   leaf, every pair at once: every uplink carries all its paired nodes' traffic. The
-//!   round has moved its bytes when its slowest pair has, so the bisection bandwidth is
-//!   the pairs times the slowest pair's rate (each way); its fraction is that rate over
-//!   the injection rate, and the oversubscription as measured its inverse (per leaf:
-//!   over the slowest pair of its nodes).
+//!   leaf, every pair at once: every uplink carries all its paired nodes' traffic.
+//!   Every pair streams for the same time, so the bisection bandwidth is the sum of
+//!   the pairs' rates (each way; how they are read: `sweep::fabric_map`); its
+//!   fraction is the average pair's rate over the injection rate, and the
+//!   oversubscription as measured its inverse (per leaf: over the average pair of its
+//!   nodes).
 use serde::{Deserialize, Serialize};
 
 /// Leaves as measured, and how sure.
