@@ -146,13 +146,14 @@ fn named(f: &serde_json::Value) -> Vec<String> {
 }
 
 /// `dir/topology.conf`: two leaves of 4, listed interleaved (node0, node2, … on leaf1),
-/// under one spine.
+/// under one spine; one switch continued over two lines with `\`, as Slurm allows, so
+/// that the simulator and burnin both read continued lines.
 fn two_interleaved_leaves(dir: &Path) -> PathBuf {
     let conf = dir.join("topology.conf");
     std::fs::write(
         &conf,
         "# two leaves, nodes in rack order\nSwitchName=leaf1 Nodes=node[0,2,4,6]\n\
-         SwitchName=leaf2 Nodes=node[1,3,5,7]\nSwitchName=spine Switches=leaf[1-2]\n",
+         SwitchName=leaf2 \\\n  Nodes=node[1,3,5,7]\nSwitchName=spine Switches=leaf[1-2]\n",
     )
     .unwrap();
     conf
