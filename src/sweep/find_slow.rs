@@ -177,7 +177,7 @@ impl TierRun<'_> {
         let mut doubted: Option<usize> = None;
         for _ in 0..REMEASURE {
             let plan: Option<(Vec<usize>, Option<usize>)> = search.as_mut().map(|s| {
-                let rates = self.round_rates(groups, doubted);
+                let (rates, _) = self.round_rates(groups, doubted);
                 let below = s.below_threshold(&rates);
                 again(&rates, &below, doubted.is_none())
             });
@@ -217,22 +217,31 @@ impl TierRun<'_> {
     }
 
     /// The round's per-node link rates ([`round_rates`]; `doubted`: the group index
-    /// of the doubted reference).
-    fn round_rates(&self, groups: &[topology::Group], doubted: Option<usize>) -> Vec<f64> {
+    /// of the doubted reference), with each group's best busbw.
+    fn round_rates(
+        &self,
+        groups: &[topology::Group],
+        doubted: Option<usize>,
+    ) -> (Vec<f64>, Vec<f64>) {
         let rate =
             |g: &topology::Group, busbw: f64| node_rate(busbw, g.members.len(), g.nodes.len());
-        let (best, worst): (Vec<f64>, Vec<f64>) = groups
+        let measured: Vec<(f64, f64)> = groups.iter().map(|g| self.group_busbw(g)).collect();
+        let best: Vec<f64> = groups
             .iter()
-            .map(|g| {
-                let (b, w) = self.group_busbw(g);
-                (rate(g, b), rate(g, w))
-            })
-            .unzip();
-        round_rates(
+            .zip(&measured)
+            .map(|(g, m)| rate(g, m.0))
+            .collect();
+        let worst: Vec<f64> = groups
+            .iter()
+            .zip(&measured)
+            .map(|(g, m)| rate(g, m.1))
+            .collect();
+        let rates = round_rates(
             &best,
             &worst,
             doubted.and_then(|d| groups.iter().position(|g| g.index == d)),
-        )
+        );
+        (rates, measured.into_iter().map(|m| m.0).collect())
     }
 
     /// rank 0: the round's rates into the search; its groups' steps, judged once the
@@ -245,17 +254,17 @@ impl TierRun<'_> {
         doubted: Option<usize>,
     ) -> Vec<FindSlowStep> {
         let groups = &tier.rounds[0].groups;
-        let rates = self.round_rates(groups, doubted);
+        let (rates, best) = self.round_rates(groups, doubted);
         let steps: Vec<FindSlowStep> = groups
             .iter()
-            .zip(&rates)
-            .map(|(g, &rate)| {
+            .zip(rates.iter().zip(best))
+            .map(|(g, (&rate, best))| {
                 // the busbw the rate stands for: the best measurement, or for the
                 // doubted reference the rate's (a bound, maybe not one measurement)
                 let per = node_rate(1.0, g.members.len(), g.nodes.len());
                 let busbw = match doubted {
                     Some(d) if d == g.index && per > 0.0 => rate / per,
-                    _ => self.group_busbw(g).0,
+                    _ => best,
                 };
                 FindSlowStep {
                     round,

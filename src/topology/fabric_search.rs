@@ -351,12 +351,7 @@ impl FabricSearch {
         ranks.sort_unstable();
         let seq: Vec<usize> = ranks.into_iter().map(|(_, x)| x).collect();
         let leaf_of: Vec<usize> = (0..self.n)
-            .map(|x| {
-                self.leaves
-                    .iter()
-                    .position(|l| l.contains(&x))
-                    .unwrap_or(usize::MAX)
-            })
+            .map(|x| self.leaf_of(x).unwrap_or(usize::MAX))
             .collect();
         let sizes: Vec<usize> = self.leaves.iter().map(|l| l.len()).collect();
         cross_allowance(count(a), count(b), r).min(pairwise_allowance(&seq, &leaf_of, &sizes, r))
