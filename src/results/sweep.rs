@@ -172,7 +172,8 @@ pub struct SweepReport {
     pub analysis: Analysis,
     /// The topology file the run was judged against.
     pub topology: Option<Topology>,
-    /// The switch fabric the pairs tier was judged on (`--fabric`).
+    /// The switch fabric the tiers were judged on: declared (`--fabric`), or the
+    /// leaves `--fabric-map` measured when none was declared (its `source` says which).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<crate::topology::switches::Fabric>,
     /// Which transports carried each tier's traffic (absent with --no-transport and

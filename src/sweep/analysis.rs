@@ -124,7 +124,10 @@ pub fn analyze(
                 None => pair_findings(&mut a, &groups, coll, outlier_fraction, node_hosts),
             }
         } else {
-            outlier_findings(&mut a, tier, coll, &groups);
+            if let Some(f) = &rules.fabric {
+                judge_by_fabric_class(&mut groups, f, outlier_fraction);
+            }
+            outlier_findings(&mut a, tier, coll, &groups, rules.fabric.is_some());
         }
         a.tiers.push(TierResult {
             tier,
@@ -213,6 +216,53 @@ fn group_results(
     (groups, med)
 }
 
+/// A group's place on the fabric: how many of its nodes sit under each leaf it
+/// spans, sorted (nodes the fabric does not place count as one more leaf). Groups of
+/// one class cross the same number of uplinks with the same share of their nodes, so
+/// the fabric lets them run alike; groups of two classes may differ by the
+/// oversubscription and are not compared.
+fn fabric_class(f: &Fabric, hosts: &[String]) -> Vec<usize> {
+    let mut per_leaf: BTreeMap<Option<usize>, usize> = BTreeMap::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for h in hosts {
+        if !seen.contains(&h.as_str()) {
+            seen.push(h);
+            *per_leaf.entry(f.leaf_of(h)).or_default() += 1;
+        }
+    }
+    let mut class: Vec<usize> = per_leaf.into_values().collect();
+    class.sort_unstable();
+    class
+}
+
+/// The outlier rule of a tier other than pairs on a known fabric: each group against
+/// the median of the groups of its fabric class ([`fabric_class`]), the two-group rule
+/// within a class of two, and a group alone in its class is not judged (nothing the
+/// fabric lets run alike was measured beside it).
+fn judge_by_fabric_class(groups: &mut [GroupResult], f: &Fabric, outlier_fraction: f64) {
+    let mut classes: BTreeMap<Vec<usize>, Vec<usize>> = BTreeMap::new();
+    for (i, g) in groups.iter().enumerate() {
+        classes
+            .entry(fabric_class(f, &g.hosts))
+            .or_default()
+            .push(i);
+    }
+    for members in classes.values() {
+        let bw: Vec<f64> = members.iter().map(|&i| groups[i].busbw_gbps).collect();
+        let med = median(&bw);
+        let best = bw.iter().copied().fold(0.0, f64::max);
+        for &i in members {
+            let g = &mut groups[i];
+            g.vs_median = if med > 0.0 { g.busbw_gbps / med } else { 1.0 };
+            g.outlier = match members.len() {
+                0 | 1 => false,
+                2 => best > 0.0 && g.busbw_gbps / best < outlier_fraction,
+                _ => g.vs_median < outlier_fraction,
+            };
+        }
+    }
+}
+
 /// The slowest group's busbw (infinite when there is none).
 fn worst_busbw(groups: &[GroupResult]) -> f64 {
     groups
@@ -247,7 +297,14 @@ fn below_expectation(
 }
 
 /// A finding for each outlier group of a tier other than pairs, naming what to suspect.
-fn outlier_findings(a: &mut Analysis, tier: TierKind, coll: CollKind, groups: &[GroupResult]) {
+fn outlier_findings(
+    a: &mut Analysis,
+    tier: TierKind,
+    coll: CollKind,
+    groups: &[GroupResult],
+    by_class: bool,
+) {
+    let of_class = if by_class { " of its fabric class" } else { "" };
     for g in groups.iter().filter(|g| g.outlier) {
         let what = match tier {
             TierKind::Intra => format!(
@@ -264,7 +321,7 @@ fn outlier_findings(a: &mut Analysis, tier: TierKind, coll: CollKind, groups: &[
             severity: "fail".into(),
             subject: g.label.clone(),
             text: format!(
-                "{} ({tier} {coll}): {:.3} GB/s is {:.2}× the median {tier} group — {what}",
+                "{} ({tier} {coll}): {:.3} GB/s is {:.2}× the median {tier} group{of_class} — {what}",
                 g.label, g.busbw_gbps, g.vs_median
             ),
         });
@@ -1237,6 +1294,51 @@ mod tests {
             let f = a.findings.iter().find(|f| f.subject == "node0").unwrap();
             assert!(f.text.contains(want), "{tier}: {}", f.text);
         }
+    }
+
+    /// Rail groups over `hosts` each, at `bw`.
+    fn rails(groups: &[(&[&str], f64)]) -> Vec<Point> {
+        groups
+            .iter()
+            .enumerate()
+            .map(|(g, (h, bw))| point("rails", g, &format!("rail {g}"), h, 1 << 24, *bw))
+            .collect()
+    }
+
+    #[test]
+    fn on_a_fabric_a_tier_compares_groups_only_within_their_class() {
+        let rules = leaf_spine(INTERLEAVED, None);
+        // rail 0 crosses the uplinks (node0 on leaf1, node1 on leaf2), rail 1 stays
+        // under leaf1: half as fast is what the fabric allows, not an outlier.
+        let pts = rails(&[(&["node0", "node1"], 0.5), (&["node0", "node2"], 1.0)]);
+        let flat = analyze(&pts, None, &Rules::from(None, None, None), &hosts(3));
+        assert_eq!(fails(&flat), ["rail 0"]);
+        let a = analyze(&pts, None, &rules, &hosts(3));
+        assert!(a.pass && fails(&a).is_empty(), "{:?}", a.findings);
+        let t = &a.tiers[0];
+        assert!(t.groups.iter().all(|g| !g.outlier && g.vs_median == 1.0));
+
+        // Three groups of one class (one node under each leaf): the slow one is named,
+        // against its class; the lone group of another class is not judged.
+        let pts = rails(&[
+            (&["node0", "node1"], 1.0),
+            (&["node2", "node3"], 0.5),
+            (&["node4", "node5"], 1.0),
+            (&["node4", "node6"], 3.0),
+        ]);
+        let a = analyze(&pts, None, &rules, &hosts(7));
+        assert_eq!(fails(&a), ["rail 1"]);
+        let f = a.findings.iter().find(|f| f.subject == "rail 1").unwrap();
+        assert!(
+            f.text
+                .contains("0.50× the median rails group of its fabric class"),
+            "{}",
+            f.text
+        );
+        // The classes: one node under each of two leaves, two nodes under one leaf.
+        let f = rules.fabric.as_ref().unwrap();
+        assert_eq!(fabric_class(f, &a.tiers[0].groups[0].hosts), [1, 1]);
+        assert_eq!(fabric_class(f, &a.tiers[0].groups[3].hosts), [2]);
     }
 
     #[test]

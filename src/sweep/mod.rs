@@ -1032,6 +1032,9 @@ pub fn run(
         s.gpus = gpus;
         (s, t0)
     });
+    // Undeclared, the tiers are judged on the leaves the map found (run.json's
+    // `fabric` says so in its source).
+    let fabric = fabric.or_else(|| fabric_map.as_ref().and_then(fabric_map::measured_fabric));
     let ends = Ends {
         provenance,
         plan,
