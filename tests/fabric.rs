@@ -342,6 +342,56 @@ fn a_slow_pair_on_a_2_to_1_fabric_is_named_as_a_link() {
     assert_eq!(named(&f), [r#"slow_links: ["node2","node4"]"#], "{f:#}");
 }
 
+/// Healthy, at 1:1, 2:1 and 4:1 on the same two leaves of 4: the pairs tier and
+/// `--find-slow` (the ratio declared) name nothing, three runs in a row each, then
+/// three more beside a CPU hog (two busy loops). On 2 cores the simulated links'
+/// rates follow the CPU: under the hog healthy pairs spread down to about half the best
+/// (tests/find_slow.rs), so the hog's runs judge at 0.5, as `find_slow` here always
+/// does; the quiet pairs tier keeps the default 0.8.
+#[test]
+fn healthy_fabrics_name_nothing_three_runs_in_a_row_quiet_and_beside_a_cpu_hog() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let conf = two_interleaved_leaves(dir.path());
+    let c = conf.to_str().unwrap();
+    for ratio in ["1", "2", "4"] {
+        let over = format!("{ratio}:1");
+        let _down = require!(SIM.up_sized(
+            8,
+            1,
+            &[
+                "--rate",
+                "400mbit",
+                "--fabric",
+                c,
+                "--oversubscription",
+                &over
+            ]
+        ));
+        let declared = ["--oversubscription", ratio];
+        for hog in [false, true] {
+            let _hog = hog.then(CpuHog::start);
+            let mut pairs_extra = declared.to_vec();
+            if hog {
+                pairs_extra.extend(["--outlier-fraction", "0.5"]);
+            }
+            for k in 0..3 {
+                let what = format!("{over}, run {k}{}", if hog { ", CPU hog" } else { "" });
+                let tag = format!("{ratio}-{hog}-{k}");
+                let run = pairs(&conf, &pairs_extra, &dir.path().join(format!("p{tag}")));
+                assert!(
+                    fail_subjects(&run).is_empty(),
+                    "{what}: {:#}",
+                    run["analysis"]["findings"]
+                );
+                let f = find_slow(&conf, &declared, &dir.path().join(format!("f{tag}")));
+                assert!(named(&f).is_empty(), "{what}: {f:#}");
+                assert_eq!(f["pairs_cleared"], f["pairs_total"], "{what}: {f:#}");
+            }
+        }
+    }
+}
+
 /// A fabric that does not hold the job's hosts is a usage error before anything runs.
 #[test]
 fn a_fabric_without_the_jobs_hosts_is_exit_2() {

@@ -262,7 +262,8 @@ pub struct FindSlowStep {
     pub label: String,
     /// Host names of its nodes, in node order.
     pub hosts: Vec<String>,
-    /// Its alltoall bus bandwidth at the largest size, GB/s.
+    /// Its alltoall bus bandwidth at its fastest iteration (the search asks what a
+    /// path can carry; a stall only adds time), the best of its measurements, GB/s.
     pub busbw_gbps: f64,
     /// The same as a per-node link rate, GB/s (sweep::find_slow::node_rate), which
     /// does not depend on the group's size, so groups of any size compare.

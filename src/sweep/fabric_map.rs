@@ -495,6 +495,41 @@ pub fn render(m: &FabricMap) -> String {
 mod tests {
     use super::*;
 
+    fn leaf(name: &str, hosts: &[&str]) -> MapLeaf {
+        MapLeaf {
+            name: name.into(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            injection_gbps: 1.0,
+            cross_gbps: 0.25,
+            oversubscription: 4.0,
+        }
+    }
+
+    #[test]
+    fn the_leaves_the_map_found_judge_the_tiers_as_a_fabric() {
+        let mut m = FabricMap {
+            leaves_from: "measured".into(),
+            leaves: vec![
+                leaf("group 1", &["node0", "node2"]),
+                leaf("group 2", &["node1", "node3"]),
+            ],
+            ..Default::default()
+        };
+        let f = measured_fabric(&m).unwrap();
+        assert_eq!(f.source, "the leaves --fabric-map measured");
+        assert_eq!(f.oversubscription, None);
+        assert_eq!((f.leaf_of("node2"), f.leaf_of("node3")), (Some(0), Some(1)));
+        // two nodes on two leaves cross both uplinks, under the one spine
+        assert_eq!(f.path("node0", "node1").map(|p| p.len()), Some(2));
+        assert_eq!(f.path("node0", "node2").map(|p| p.len()), Some(0));
+        // one switch found, or the leaves declared: no fabric of the map's own
+        m.leaves_from = "declared".into();
+        assert!(measured_fabric(&m).is_none());
+        m.leaves_from = "measured".into();
+        m.leaves.truncate(1);
+        assert!(measured_fabric(&m).is_none());
+    }
+
     #[test]
     fn a_streamed_plan_runs_for_its_time_after_the_warm_up() {
         let p = Plan {

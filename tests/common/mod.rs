@@ -269,6 +269,39 @@ impl Drop for SimDown {
     }
 }
 
+/// Two busy loops at the default priority (what `launch/test --hog` runs beside the
+/// suite), ended when dropped, each bounded by `timeout` should the test process die
+/// without unwinding.
+pub struct CpuHog(Vec<Child>);
+
+impl CpuHog {
+    pub fn start() -> CpuHog {
+        CpuHog(
+            (0..2)
+                .map(|_| {
+                    use std::os::unix::process::CommandExt;
+                    Command::new("timeout")
+                        .args(["900", "sh", "-c", "while :; do :; done"])
+                        .stdin(Stdio::null())
+                        .process_group(0)
+                        .spawn()
+                        .expect("spawn a busy loop")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for CpuHog {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // the loop and its timeout, by the group the loop was started in
+            kill_group(c, 9);
+            let _ = c.wait();
+        }
+    }
+}
+
 /// The GPU twin (tests/gpu-twin): fake libcuda/libnccl/libnvidia-ml, built once per
 /// test process into the target's temporary folder. burnin finds them only through
 /// the loader path and BURNIN_NCCL_LIB ([`Twin::env`]).
