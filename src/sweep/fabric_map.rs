@@ -95,7 +95,8 @@ impl TierRun<'_> {
         }
         let mut index = 0;
         let mut pairs: Vec<(usize, usize, f64)> = Vec::new();
-        for round in topology::pair_rounds(n) {
+        let rounds = topology::pair_rounds(n);
+        for round in &rounds {
             let groups: Vec<Vec<usize>> = round.iter().map(|&(a, b)| vec![a, b]).collect();
             let runs = self.map_round(&groups, ranks_per_node, &mut index, false)?;
             // every measurement of a pair: the inference takes their mean (a pair
@@ -104,7 +105,7 @@ impl TierRun<'_> {
                 pairs.extend(r.into_iter().map(|(x, _)| (a, b, x)));
             }
         }
-        let inference = (world.rank == 0).then(|| fm::infer_leaves(n, &pairs));
+        let inference = (world.rank == 0).then(|| fm::infer_leaves_in_rounds(n, &pairs, &rounds));
         let declared = self.rules.fabric.is_some().then(|| self.leaves());
         let leaves: Vec<Vec<usize>> = match &declared {
             Some(d) => d.clone(),

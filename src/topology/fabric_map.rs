@@ -12,7 +12,9 @@
 //!   fabric they run slower than pairs inside a leaf. The pair rates are split at their
 //!   widest gap (ratio between neighbours in sorted order); nodes joined by fast pairs
 //!   are one leaf. How sure: the gap's ratio, and whether every pair inside a leaf was
-//!   fast and every pair across was slow. Its limit: a leaf's boundary shows only
+//!   fast and every pair across was slow. Where the fast pairs join every node (at
+//!   2:1 only the rounds whose pairs all cross run slow), the slow pairs' two sides
+//!   are the leaves when they hold (`two_sides`). Its limit: a leaf's boundary shows only
 //!   where some round loaded its uplink past its capacity. On a non-blocking fabric,
 //!   or one whose rounds never put more pairs on an uplink than it carries at full
 //!   rate, the nodes answer as one switch, and the map says so.
@@ -57,6 +59,19 @@ pub const SAME_LEAF_OVERLAP: f64 = 0.5;
 /// Leaves from the rates of node pairs (a, b, GB/s; a pair measured more than once
 /// counts at its mean) over nodes `0..n` (see the module).
 pub fn infer_leaves(n: usize, pairs: &[(usize, usize, f64)]) -> Inference {
+    infer_leaves_in_rounds(n, pairs, &[])
+}
+
+/// [`infer_leaves`], told which pairs ran together (`rounds`, each round's pairs):
+/// a round whose pairs average below [`FAST_FRACTION`] of the fast pairs loaded an
+/// uplink past its capacity, and every pair of it counts as slow for the slow pairs'
+/// two sides (`two_sides`), however the round's pairs shared the uplink (at 2:1 one
+/// crossing pair of such a round read 0.0304 and 0.0425 GB/s, its partners 0.027-0.033).
+pub fn infer_leaves_in_rounds(
+    n: usize,
+    pairs: &[(usize, usize, f64)],
+    rounds: &[Vec<(usize, usize)>],
+) -> Inference {
     let mut sums: std::collections::BTreeMap<(usize, usize), (f64, usize)> = Default::default();
     for &(a, b, r) in pairs {
         if a < n && b < n && a != b {
@@ -97,6 +112,81 @@ pub fn infer_leaves(n: usize, pairs: &[(usize, usize, f64)]) -> Inference {
             best.len()
         ));
     }
+    let mut leaves = shared_partners(n, best.keys().copied(), fast);
+    // The fast pairs join every node where the rounds loaded only some uplinks past
+    // capacity (at 2:1 on leaves of 4, only the rounds whose pairs all cross): the
+    // slow pairs' two sides are then the leaves, when they hold. They are tried too
+    // where the leaves found hold a slow pair inside (a healthy 2:1 run joined 7
+    // nodes and left one alone: 13 of 21 inside fast).
+    let slow_inside = leaves.iter().any(|l| {
+        l.iter()
+            .enumerate()
+            .any(|(i, &a)| l[i + 1..].iter().any(|&b| !fast(a, b)))
+    });
+    let mut sided = false;
+    if leaves.len() < 2 || slow_inside {
+        let slow = side_pairs(n, &best, rounds, cut);
+        match two_sides(n, &slow, fast) {
+            Some(l) => {
+                leaves = l;
+                sided = true;
+            }
+            None if leaves.len() >= 2 => {}
+            None => {
+                return one(format!(
+                    "one switch as far as measured: {} of {} node pairs ran below {FAST_FRACTION} of the fast pairs, but the fast pairs join every node and the slow ones do not split the nodes in two (slow pairs inside a leaf, or rounds that loaded only some uplinks past capacity: declare the fabric with --fabric)",
+                    slow_rates.len(),
+                    best.len()
+                ));
+            }
+        }
+    }
+    let leaf = |x: usize| leaves.iter().position(|l| l.contains(&x));
+    let (mut inside, mut across) = ((0, 0), (0, 0));
+    for &(a, b) in best.keys() {
+        if leaf(a) == leaf(b) {
+            inside.1 += 1;
+            inside.0 += usize::from(fast(a, b));
+        } else {
+            across.1 += 1;
+            across.0 += usize::from(!fast(a, b));
+        }
+    }
+    let sure = if inside.0 == inside.1 && across.0 == across.1 {
+        "every pair inside a leaf fast, every pair across slow"
+    } else {
+        "not every pair agrees: see the counts; a pair across leaves runs fast where its round left the uplinks room"
+    };
+    let joined = if sided {
+        "the two sides of the slow pairs, which reach every node and join none of a side, every pair inside a side fast: only some rounds loaded the uplinks past capacity"
+    } else {
+        "nodes of one leaf share most fast partners"
+    };
+    Inference {
+        how: format!(
+            "{} leaves from {} node pairs (fast: at least {FAST_FRACTION} of the fast pairs' median; {joined}), fast pairs {separation:.2}x the slow ones ({sure}: {} of {} inside fast, {} of {} across slow)",
+            leaves.len(),
+            best.len(),
+            inside.0,
+            inside.1,
+            across.0,
+            across.1
+        ),
+        leaves,
+        separation,
+        inside_fast: inside,
+        across_slow: across,
+    }
+}
+
+/// Leaves by the first rule: nodes joined by a fast pair whose fast neighbourhoods
+/// (each node with its fast partners) overlap by [`SAME_LEAF_OVERLAP`] or more, over
+/// the measured `pairs`; each ascending, leaves by their first node.
+fn shared_partners(
+    n: usize,
+    pairs: impl Iterator<Item = (usize, usize)> + Clone,
+    fast: impl Fn(usize, usize) -> bool + Copy,
+) -> Vec<Vec<usize>> {
     let hood: Vec<Vec<usize>> = (0..n)
         .map(|x| (0..n).filter(|&y| y == x || fast(x, y)).collect())
         .collect();
@@ -115,7 +205,7 @@ pub fn infer_leaves(n: usize, pairs: &[(usize, usize, f64)]) -> Inference {
         }
         x
     }
-    for &(a, b) in best.keys() {
+    for (a, b) in pairs {
         if fast(a, b) && overlap(a, b) >= SAME_LEAF_OVERLAP {
             let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
             if ra != rb {
@@ -133,44 +223,98 @@ pub fn infer_leaves(n: usize, pairs: &[(usize, usize, f64)]) -> Inference {
         });
         leaves[at].push(x);
     }
-    let leaf = |x: usize| leaves.iter().position(|l| l.contains(&x));
-    let (mut inside, mut across) = ((0, 0), (0, 0));
-    for &(a, b) in best.keys() {
-        if leaf(a) == leaf(b) {
-            inside.1 += 1;
-            inside.0 += usize::from(fast(a, b));
-        } else {
-            across.1 += 1;
-            across.0 += usize::from(!fast(a, b));
+    leaves
+}
+
+/// The pairs the slow pairs' two sides are drawn from: every pair of a round (of
+/// `rounds`) whose measured pairs average below `cut` (a pair inside a leaf that one
+/// stall slowed then stays out), or, where no round was, the pairs below `cut`.
+fn side_pairs(
+    n: usize,
+    best: &std::collections::BTreeMap<(usize, usize), f64>,
+    rounds: &[Vec<(usize, usize)>],
+    cut: f64,
+) -> Vec<(usize, usize)> {
+    let key = |&(a, b): &(usize, usize)| (a.min(b), a.max(b));
+    let mut loaded: std::collections::BTreeSet<(usize, usize)> = Default::default();
+    for round in rounds {
+        let rs: Vec<f64> = round
+            .iter()
+            .filter_map(|p| best.get(&key(p)).copied())
+            .collect();
+        if !rs.is_empty() && rs.iter().sum::<f64>() / (rs.len() as f64) < cut {
+            loaded.extend(round.iter().map(key));
         }
     }
-    if leaves.len() < 2 {
-        return one(format!(
-            "one switch as far as measured: {} of {} node pairs ran below {FAST_FRACTION} of the fast pairs, but the fast pairs join every node (slow pairs inside a leaf, or rounds that loaded only some uplinks past capacity: declare the fabric with --fabric)",
-            slow_rates.len(),
-            best.len()
-        ));
-    }
-    let sure = if inside.0 == inside.1 && across.0 == across.1 {
-        "every pair inside a leaf fast, every pair across slow"
+    if loaded.is_empty() {
+        best.iter()
+            .filter(|(_, &r)| r < cut)
+            .map(|(&k, _)| k)
+            .collect()
     } else {
-        "not every pair agrees: see the counts; a pair across leaves runs fast where its round left the uplinks room"
-    };
-    Inference {
-        how: format!(
-            "{} leaves from {} node pairs (fast: at least {FAST_FRACTION} of the fast pairs' median; nodes of one leaf share most fast partners), fast pairs {separation:.2}x the slow ones ({sure}: {} of {} inside fast, {} of {} across slow)",
-            leaves.len(),
-            best.len(),
-            inside.0,
-            inside.1,
-            across.0,
-            across.1
-        ),
-        leaves,
-        separation,
-        inside_fast: inside,
-        across_slow: across,
+        loaded
+            .into_iter()
+            .filter(|&(a, b)| a < n && b < n)
+            .collect()
     }
+}
+
+/// Of the pairs inside the slow pairs' two sides, at least this fraction ran fast
+/// (a healthy 2:1 run read one inside pair at 0.0356 against a cut of 0.0358 GB/s).
+pub const SIDES_INSIDE_FAST: f64 = 0.75;
+
+/// Two leaves from the slow pairs alone (`slow`, over nodes `0..n`): their graph
+/// reaches every node, is connected and has two sides with no slow pair inside either
+/// (a slow pair between two nodes of one leaf would be a slow link, not the fabric),
+/// each side of two nodes or more, at least [`SIDES_INSIDE_FAST`] of the pairs inside
+/// the sides `fast`. None otherwise: the slow pairs then say nothing a map can rest on.
+fn two_sides(
+    n: usize,
+    slow: &[(usize, usize)],
+    fast: impl Fn(usize, usize) -> bool,
+) -> Option<Vec<Vec<usize>>> {
+    if n < 4 {
+        return None;
+    }
+    let mut next = vec![Vec::new(); n];
+    for &(a, b) in slow {
+        next[a].push(b);
+        next[b].push(a);
+    }
+    let mut side: Vec<Option<bool>> = vec![None; n];
+    side[0] = Some(false);
+    let mut stack = vec![0];
+    while let Some(x) = stack.pop() {
+        let s = side[x].unwrap_or(false);
+        for &y in &next[x] {
+            match side[y] {
+                None => {
+                    side[y] = Some(!s);
+                    stack.push(y);
+                }
+                Some(t) if t == s => return None,
+                Some(_) => {}
+            }
+        }
+    }
+    let side: Vec<bool> = side.into_iter().collect::<Option<Vec<bool>>>()?;
+    let leaves: Vec<Vec<usize>> = [false, true]
+        .iter()
+        .map(|&s| (0..n).filter(|&x| side[x] == s).collect())
+        .collect();
+    if leaves.iter().any(|l: &Vec<usize>| l.len() < 2) {
+        return None;
+    }
+    let (mut quick, mut inside) = (0usize, 0usize);
+    for l in &leaves {
+        for (i, &a) in l.iter().enumerate() {
+            for &b in &l[i + 1..] {
+                inside += 1;
+                quick += usize::from(fast(a, b));
+            }
+        }
+    }
+    (quick as f64 >= SIDES_INSIDE_FAST * inside as f64).then_some(leaves)
 }
 
 /// The injection round: inside every leaf its nodes paired off (the first with the
@@ -304,6 +448,93 @@ mod tests {
             vec![vec![0, 3, 5, 7], vec![1, 4, 8], vec![2, 6]]
         );
         assert!(inf.how.contains("3 leaves"), "{}", inf.how);
+    }
+
+    #[test]
+    fn at_2_to_1_the_slow_pairs_two_sides_are_the_leaves() {
+        // only the rounds whose pairs all cross ran slow: two of them, whose pairs
+        // make one cycle through all 8 nodes; every other pair, across or not, fast
+        let slow_rounds = [
+            [(0, 1), (2, 3), (4, 5), (6, 7)],
+            [(0, 3), (2, 5), (4, 7), (1, 6)],
+        ];
+        let with = |rounds: &[[(usize, usize); 4]]| {
+            let mut r = rates(10.0, 10.0);
+            for p in &mut r {
+                if rounds.iter().flatten().any(|&q| q == (p.0, p.1)) {
+                    p.2 = 5.0;
+                }
+            }
+            r
+        };
+        let inf = infer_leaves(8, &with(&slow_rounds));
+        assert_eq!(
+            inf.leaves,
+            vec![vec![0, 2, 4, 6], vec![1, 3, 5, 7]],
+            "{inf:?}"
+        );
+        assert_eq!(inf.inside_fast, (12, 12));
+        assert_eq!(inf.across_slow, (8, 16));
+        assert!(
+            inf.how.contains("two sides of the slow pairs"),
+            "{}",
+            inf.how
+        );
+        // one such round: its pairs split the nodes into four, not two: one switch
+        let inf = infer_leaves(8, &with(&slow_rounds[..1]));
+        assert_eq!(inf.leaves.len(), 1, "{inf:?}");
+        // a slow pair inside a side (a slow link): no two sides, one switch
+        let mut r = with(&slow_rounds);
+        for p in &mut r {
+            if (p.0, p.1) == (0, 2) {
+                p.2 = 5.0;
+            }
+        }
+        let inf = infer_leaves(8, &r);
+        assert_eq!(inf.leaves.len(), 1, "{inf:?}");
+        assert!(
+            inf.how.contains("do not split the nodes in two"),
+            "{}",
+            inf.how
+        );
+    }
+
+    #[test]
+    fn a_round_that_loaded_the_uplinks_counts_whole_however_its_pairs_shared_them() {
+        // the 2:1 pattern, but in each all-crossing round node1's pair took a fast
+        // share (9 of 10) and its partners the rest (5): alone, node1 is slow with
+        // nobody and the sides do not reach it; told the rounds, both count whole
+        let slow_rounds = vec![
+            vec![(0, 1), (2, 3), (4, 5), (6, 7)],
+            vec![(0, 3), (2, 5), (4, 7), (1, 6)],
+        ];
+        let mut r = rates(10.0, 10.0);
+        for p in &mut r {
+            if slow_rounds.iter().flatten().any(|&q| q == (p.0, p.1)) {
+                p.2 = if p.0 == 1 || p.1 == 1 { 9.0 } else { 5.0 };
+            }
+        }
+        let alone = infer_leaves(8, &r);
+        assert_eq!(alone.leaves.len(), 1, "{alone:?}");
+        let mut rounds = slow_rounds.clone();
+        rounds.push(vec![(0, 2), (1, 3), (4, 6), (5, 7)]);
+        let inf = infer_leaves_in_rounds(8, &r, &rounds);
+        assert_eq!(
+            inf.leaves,
+            vec![vec![0, 2, 4, 6], vec![1, 3, 5, 7]],
+            "{inf:?}"
+        );
+        assert_eq!(inf.inside_fast, (12, 12));
+        // a stall slowed one pair inside a leaf: the loaded rounds still split the
+        // nodes, the pair is counted as what it was
+        for p in &mut r {
+            if (p.0, p.1) == (5, 7) {
+                p.2 = 7.0;
+            }
+        }
+        let inf = infer_leaves_in_rounds(8, &r, &rounds);
+        assert_eq!(inf.leaves.len(), 2, "{inf:?}");
+        assert_eq!(inf.inside_fast, (11, 12));
     }
 
     #[test]
