@@ -207,8 +207,10 @@ pub struct MapLeaf {
     pub name: String,
     /// Its hosts, in node order.
     pub hosts: Vec<String>,
-    /// Per-node rate of its best pair of nodes paired off inside it (every leaf's
-    /// pairs at once: the injection round), GB/s (0: a leaf of one node).
+    /// Per-node rate of a node link inside it: the fast mode (the median of the
+    /// readings within 0.85 of the fastest) of every reading of a pair inside it, in
+    /// the pair rounds and the injection round (every leaf's nodes paired off, every
+    /// pair at once), GB/s (0: a leaf of one node).
     pub injection_gbps: f64,
     /// Per-node rate of the average bisection pair holding one of its nodes, GB/s (0:
     /// none of its nodes was paired).
@@ -237,7 +239,8 @@ pub struct FabricMap {
     /// What crosses the cut each way, GB/s: the sum of the pairs' rates (every pair
     /// streams through it for the same time).
     pub bisection_gbps: f64,
-    /// Injection rate of the fabric (its best injection pair's), GB/s.
+    /// Injection rate of the fabric: a node link's rate, the fast mode of every
+    /// reading of a pair inside a leaf, GB/s.
     pub injection_gbps: f64,
     /// The average bisection pair's rate over the injection rate (1: non-blocking).
     pub bisection_fraction: f64,
