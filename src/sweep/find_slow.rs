@@ -94,16 +94,17 @@ fn again(
 
 /// A round's node rates as the search hears them: each group at its best measurement
 /// (`best`), and the doubted reference at position `doubted` at its worst (`worst`) —
-/// but never below the round's next best group nor above its own best, so a doubted
-/// reference that reads slow by itself is judged at no less than the others and never
-/// named at its worst.
-fn round_rates(best: &[f64], worst: &[f64], doubted: Option<usize>) -> Vec<f64> {
+/// but never below the round's next best group nor the fastest of the rounds before
+/// (`floor`), nor above its own best, so a doubted reference that reads slow by
+/// itself is judged at no less than the others and never named at its worst (a round
+/// of one group has no next best; the rounds before are its bar).
+fn round_rates(best: &[f64], worst: &[f64], doubted: Option<usize>, floor: f64) -> Vec<f64> {
     let mut rates = best.to_vec();
     if let Some(d) = doubted.filter(|&d| d < rates.len()) {
         let others = (0..best.len())
             .filter(|&k| k != d)
             .map(|k| best[k])
-            .fold(0.0, f64::max);
+            .fold(floor, f64::max);
         rates[d] = worst
             .get(d)
             .copied()
@@ -171,7 +172,7 @@ impl TierRun<'_> {
             self.round(&tier, 0)?;
             let doubted = self.remeasure_slow(&tier, search.as_mut(), best_before)?;
             if let Some(s) = search.as_mut() {
-                let judged = self.judge_round(&tier, round, s, doubted);
+                let judged = self.judge_round(&tier, round, s, doubted, best_before);
                 best_before = judged
                     .iter()
                     .map(|j| j.node_rate_gbps)
@@ -214,7 +215,7 @@ impl TierRun<'_> {
         let mut doubted: Option<usize> = None;
         for _ in 0..REMEASURE {
             let plan: Option<(Vec<usize>, Option<usize>)> = search.as_mut().map(|s| {
-                let (rates, _) = self.round_rates(groups, doubted);
+                let (rates, _) = self.round_rates(groups, doubted, best_before);
                 let below = s.below_threshold(&rates);
                 again(&rates, &below, doubted.is_none(), best_before)
             });
@@ -261,6 +262,7 @@ impl TierRun<'_> {
         &self,
         groups: &[topology::Group],
         doubted: Option<usize>,
+        floor: f64,
     ) -> (Vec<f64>, Vec<f64>) {
         let rate =
             |g: &topology::Group, busbw: f64| node_rate(busbw, g.members.len(), g.nodes.len());
@@ -279,6 +281,7 @@ impl TierRun<'_> {
             &best,
             &worst,
             doubted.and_then(|d| groups.iter().position(|g| g.index == d)),
+            floor,
         );
         (rates, measured.into_iter().map(|m| m.0).collect())
     }
@@ -291,9 +294,10 @@ impl TierRun<'_> {
         round: usize,
         s: &mut FabricSearch,
         doubted: Option<usize>,
+        floor: f64,
     ) -> Vec<FindSlowStep> {
         let groups = &tier.rounds[0].groups;
-        let (rates, best) = self.round_rates(groups, doubted);
+        let (rates, best) = self.round_rates(groups, doubted, floor);
         let steps: Vec<FindSlowStep> = groups
             .iter()
             .zip(rates.iter().zip(best))
@@ -572,18 +576,21 @@ mod tests {
         let best = [0.0468, 0.0478, 0.0465, 0.0643];
         // by itself it read 0.055: that counts
         let worst = [0.0468, 0.0478, 0.0465, 0.055];
-        assert_eq!(round_rates(&best, &worst, Some(3))[3], 0.055);
+        assert_eq!(round_rates(&best, &worst, Some(3), 0.0)[3], 0.055);
         // by itself 0.046, or stuck low at 0.031: the next best (0.0478), never less
         for low in [0.046, 0.031] {
             let worst = [0.0468, 0.0478, 0.0465, low];
-            let r = round_rates(&best, &worst, Some(3));
+            let r = round_rates(&best, &worst, Some(3), 0.0);
             assert_eq!(r, [0.0468, 0.0478, 0.0465, 0.0478]);
         }
         // nothing doubted, or a doubted index out of range: the best of each
-        assert_eq!(round_rates(&best, &best, None), best);
-        assert_eq!(round_rates(&best, &[0.0; 4], Some(9)), best);
+        assert_eq!(round_rates(&best, &best, None, 0.0), best);
+        assert_eq!(round_rates(&best, &[0.0; 4], Some(9), 0.0), best);
         // never above its own best, even when the others read faster
-        assert_eq!(round_rates(&[0.02, 0.05], &[0.01, 0.05], Some(0))[0], 0.02);
+        assert_eq!(
+            round_rates(&[0.02, 0.05], &[0.01, 0.05], Some(0), 0.0)[0],
+            0.02
+        );
     }
 
     #[test]
@@ -621,7 +628,15 @@ mod tests {
         assert_eq!(again(&rates, &[false; 4], true, 0.0427), (vec![], None));
         assert_eq!(again(&rates, &[false; 4], false, 0.0), (vec![], None));
         // doubted, it counts at its worst, never below the round's next best
-        let r = round_rates(&rates, &[0.0286, 0.0301, 0.0314, 0.0250], Some(1));
-        assert_eq!(r, [0.0286, 0.0314, 0.0314, 0.0250]);
+        let r = round_rates(&rates, &[0.0286, 0.0301, 0.0314, 0.0250], Some(1), 0.0332);
+        assert_eq!(r, [0.0286, 0.0332, 0.0314, 0.0250]);
+        // a round of one group: at its worst, but not below the rounds before
+        assert_eq!(round_rates(&[1.0], &[0.5], Some(0), 0.9), [0.9]);
+        assert_eq!(round_rates(&[1.0], &[0.95], Some(0), 0.9), [0.95]);
+        // a doubted group below the rounds before stays at its best
+        assert_eq!(
+            round_rates(&[0.5, 0.4], &[0.3, 0.4], Some(0), 0.9),
+            [0.5, 0.4]
+        );
     }
 }
