@@ -149,9 +149,13 @@ fn alltoall_rounds_name_a_slow_link_between_any_two_of_8_nodes_a_slow_node_and_c
     let healthy = dir.path().join("healthy");
     let r = find_slow(&healthy);
     assert_eq!(r.code, Some(0), "{}", r.all());
+    // 4 rounds, or 5 when a group fast in its own round read slow against a later
+    // round's bar and ran once more (topology::bisect `recheck`)
+    let clean = |k: usize| {
+        format!("# find-slow: no slow node or link in {k} rounds (the pairs tier: 7); 28 of 28 pairs exercised and cleared (node pairs), in alltoall groups of up to 4 nodes")
+    };
     assert!(
-        r.stdout
-            .contains("# find-slow: no slow node or link in 4 rounds (the pairs tier: 7); 28 of 28 pairs exercised and cleared (node pairs), in alltoall groups of up to 4 nodes"),
+        r.stdout.contains(&clean(4)) || r.stdout.contains(&clean(5)),
         "{}",
         r.stdout
     );

@@ -30,11 +30,12 @@
 //!   cut as non-blocking in one run of three: a median picks the faster of an
 //!   iteration time's two modes.)
 //!
-//! On the simulated cluster (8 nodes in two leaves of 4, 200 Mbit/s links, quiet)
-//! this measured 3.5–4.3:1 at 4:1 (11 runs, 4.0 on average), 1.75–2.09:1 at 2:1 (6
-//! runs) and 1.00–1.13:1 at 1:1 (5 runs); read with the earlier statistics, the same
-//! 4:1 runs read 3.8–4.6:1 with each cut pair between its median and its bytes over
-//! time, 4.1–4.9:1 at its bytes over time.
+//! On the simulated cluster (8 nodes in two leaves of 4, quiet) this measured 3.87–4.30:1
+//! at 4:1 (200 Mbit/s, 5 runs), 1.83–1.94:1 at 2:1 (400 Mbit/s, 3 runs) and
+//! 1.01–1.20:1 at 1:1 (200 Mbit/s, 4 runs). Recomputed from the points of 11 recorded
+//! 4:1 runs: 3.5–4.3:1 (4.0 on average) with the cut at its pairs' medians, 3.8–4.6:1
+//! with each cut pair between its median and its bytes over time (the reading before),
+//! 4.1–4.9:1 at its bytes over time.
 use super::find_slow::node_rate;
 use super::TierRun;
 use crate::kinds::TierKind;
@@ -367,8 +368,8 @@ const FAST_MODE: f64 = 0.85;
 /// A node link's rate from every reading of a pair inside one leaf (the pair rounds'
 /// and the injection round's runs): the median of the readings within [`FAST_MODE`]
 /// of the fastest (0 when none). On the simulated cluster a pair's median iteration
-/// settles at one of two rates for a whole run, the slower 0.67 of the faster (on
-/// 2 cores a rank waits out another's time slice), and every pair of a run often
+/// settles at one of two rates for a whole run, the slower 0.67 of the faster (an
+/// iteration 5.6 ms longer; its cause is not settled), and every pair of a run often
 /// settles alike: both injection runs of one 4:1 map read 0.0155 GB/s where the pair
 /// rounds' 24 readings inside a leaf reached 0.0233, and the map read 2.75:1. The
 /// median of the fast mode takes the rate the links allow without resting on one

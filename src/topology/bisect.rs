@@ -94,6 +94,8 @@ struct Probe {
     /// Index of its decision in the path once measured.
     decision: Option<usize>,
     scheduled: bool,
+    /// Its rate when first measured, once it is queued again ([`Bisection::recheck`]).
+    first_gbps: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -364,7 +366,11 @@ impl Bisection {
         let current = std::mem::take(&mut self.current);
         let mut touched = Vec::new();
         for (k, &(j, p)) in current.iter().enumerate() {
-            let rate = rates_gbps.get(k).copied().unwrap_or(0.0);
+            let measured = rates_gbps.get(k).copied().unwrap_or(0.0);
+            // a group measured again counts at the better of its two measurements
+            let rate = self.jobs[j].probes[p]
+                .first_gbps
+                .map_or(measured, |r| r.max(measured));
             let threshold = self.threshold(self.jobs[j].probes[p].nodes.len());
             let probe = &mut self.jobs[j].probes[p];
             probe.decision = Some(self.finding.path.len());
@@ -387,9 +393,45 @@ impl Bisection {
         }
     }
 
+    /// Before job `j` is judged: its groups that were fast against the bar of their
+    /// own round and are slow against the bar now (raised by a later round) are
+    /// queued to run once more, and the job waits for them (true). A group counts at
+    /// the better of its two measurements ([`Bisection::record`]); its first stays
+    /// in the path, judged slow against the bar now. A bar raised by one fast reading
+    /// after a group's round would otherwise name a group no one measured again: on
+    /// 2 cores beside a CPU hog healthy pairs read 0.023-0.047 GB/s, and a pair at
+    /// 0.0232 in the first round was named against 0.5 of 0.047 read two rounds on.
+    fn recheck(&mut self, j: usize) -> bool {
+        let mut again = false;
+        for p in 0..self.jobs[j].probes.len() {
+            let probe = &self.jobs[j].probes[p];
+            let Some(d) = probe.decision else { continue };
+            if probe.first_gbps.is_some() {
+                continue;
+            }
+            let threshold = self.threshold(self.finding.path[d].nodes.len());
+            let dec = &mut self.finding.path[d];
+            if dec.slow || dec.busbw_gbps >= threshold {
+                continue;
+            }
+            dec.threshold_gbps = threshold;
+            dec.slow = true;
+            let rate = dec.busbw_gbps;
+            let probe = &mut self.jobs[j].probes[p];
+            probe.first_gbps = Some(rate);
+            probe.decision = None;
+            probe.scheduled = false;
+            again = true;
+        }
+        again
+    }
+
     /// A job whose groups have all run: judge them, clear the fast ones' pairs, and
     /// queue what follows.
     fn complete(&mut self, j: usize) {
+        if self.recheck(j) {
+            return;
+        }
         self.jobs[j].done = true;
         let mut slow_of = Vec::new();
         for p in 0..self.jobs[j].probes.len() {
@@ -677,6 +719,7 @@ impl Probe {
             role,
             decision: None,
             scheduled: false,
+            first_gbps: None,
         }
     }
 }
@@ -1091,6 +1134,40 @@ mod tests {
     }
 
     #[test]
+    fn a_group_slow_only_against_a_later_rounds_bar_is_measured_again_first() {
+        // CI beside a CPU hog, a leaf of 4 at 0.5: a pair at 0.0232 in the first
+        // round, fast against that round (0.5 x 0.0318), slow against 0.5 x 0.047
+        // read a round later: it runs once more and counts at its better reading
+        let mut b = Bisection::new(4, 0.5, None);
+        let rounds = [[0.0232, 0.0318], [0.047, 0.0314], [0.0320, 0.0313]];
+        let mut first = Vec::new();
+        for rates in rounds {
+            first.push(b.next_round().unwrap());
+            b.record(&rates);
+        }
+        assert_eq!(b.next_round().unwrap(), vec![first[0][0].clone()]);
+        b.record(&[0.045]);
+        assert!(b.next_round().is_none());
+        let f = b.finding();
+        assert!(f.slow_links.is_empty() && f.slow_nodes.is_empty(), "{f:?}");
+        assert_eq!(f.pairs_cleared, 6, "{f:?}");
+        // slow again when measured again: named
+        let mut b = Bisection::new(4, 0.5, None);
+        for rates in rounds {
+            b.next_round().unwrap();
+            b.record(&rates);
+        }
+        b.next_round().unwrap();
+        b.record(&[0.0230]);
+        assert!(b.next_round().is_none());
+        let f = b.finding();
+        assert!(
+            !f.slow_links.is_empty() || !f.slow_nodes.is_empty(),
+            "{f:?}"
+        );
+    }
+
+    #[test]
     fn below_threshold_judges_a_round_with_its_own_rates_and_records_nothing() {
         let mut b = Bisection::new(8, 0.8, None);
         let round = b.next_round().unwrap();
@@ -1132,8 +1209,10 @@ mod tests {
                         f.slow_links.is_empty() && f.unresolved.is_empty(),
                         "n={n}: {f:?}"
                     );
+                    // +1 for a group fast against its own round's bar and slow
+                    // against a later one, measured once more (`recheck`)
                     assert!(
-                        f.rounds as f64 <= log2(n).ceil() + 2.0,
+                        f.rounds as f64 <= log2(n).ceil() + 3.0,
                         "{algo:?} n={n}: {} rounds",
                         f.rounds
                     );
