@@ -1833,8 +1833,9 @@ fn sdc_vote_names_the_gpu_kind_round_and_block_that_disagree() {
 /// `burnin replay` through the NCCL backend on twin GPUs (and a send/recv exchange as
 /// one NCCL group, each message checked): an NCCL COLL trace of a
 /// 2-GPU tensor-parallel step (bf16 all_gather and reduce_scatter, a scalar f32
-/// all_reduce, as NCCL 2.21 writes the lines) replays with the twin's collectives,
-/// every result checked, bf16 kept as bf16 (NCCL has it).
+/// all_reduce launched in one group with a 16 KiB one, as NCCL 2.21 writes the lines)
+/// replays with the twin's collectives, every result checked, bf16 kept as bf16 (NCCL
+/// has it), the group as one ncclGroupStart/ncclGroupEnd.
 #[test]
 fn replay_of_an_nccl_trace_runs_through_the_nccl_backend() {
     let _s = Scenario;
@@ -1844,15 +1845,13 @@ fn replay_of_an_nccl_trace_runs_through_the_nccl_backend() {
         let pre = format!("hopper01:{}:{} [{g}]", 191_369 + g, 191_420 + g);
         log += &format!("{pre} NCCL INFO comm 0x55e29{g} rank {g} nranks 2 cudaDev {g} nvmlDev {g} busId {g}b000 commId 0x5eed - Init COMPLETE\n");
         for step in 0..4u64 {
-            for (i, (name, count, dt)) in [
-                ("AllGather", 2_097_152, 9),
-                ("ReduceScatter", 2_097_152, 9),
-                ("AllReduce", 1, 7),
-            ]
-            .into_iter()
-            .enumerate()
-            {
-                log += &format!("{pre} NCCL INFO {name}: opCount {:x} sendbuff 0x7fdf57c00000 recvbuff 0x7fdf61a00000 count {count} datatype {dt} op 0 root 0 comm 0x55e29{g} [nranks=2] stream 0x55e29067e430\n", step * 3 + i as u64);
+            for (i, name, count, dt) in [
+                (0, "AllGather", 2_097_152, 9),
+                (1, "ReduceScatter", 2_097_152, 9),
+                (2, "AllReduce", 1, 7),
+                (2, "AllReduce", 4096, 7),
+            ] {
+                log += &format!("{pre} NCCL INFO {name}: opCount {:x} sendbuff 0x7fdf57c00000 recvbuff 0x7fdf61a00000 count {count} datatype {dt} op 0 root 0 comm 0x55e29{g} [nranks=2] stream 0x55e29067e430\n", step * 3 + i);
             }
             // A pipeline's exchange: each rank sends the other 128 KiB of bf16 and
             // receives as much (one group on each side).
@@ -1889,7 +1888,24 @@ fn replay_of_an_nccl_trace_runs_through_the_nccl_backend() {
     assert_eq!(r.code, Some(0), "{}", r.all());
     let j = json(&out.join("replay.json"));
     assert!(j["backend"].as_str().unwrap().starts_with("nccl"), "{j}");
-    assert_eq!(j["calls_per_step"], serde_json::json!([5, 5]), "{j}");
+    assert_eq!(j["calls_per_step"], serde_json::json!([6, 6]), "{j}");
+    let grouped = j["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["group_of"] == 2)
+        .unwrap_or_else(|| panic!("the group of two all_reduces: {j}"));
+    assert_eq!(
+        (grouped["collective"].as_str(), grouped["bytes"].as_u64()),
+        (Some("all_reduce"), Some(4 + 4096 * 4)),
+        "{grouped}"
+    );
+    assert!(
+        j["notes"]
+            .to_string()
+            .contains("one ncclGroupStart/ncclGroupEnd each"),
+        "{j}"
+    );
     let group = j["calls"]
         .as_array()
         .unwrap()

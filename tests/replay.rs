@@ -10,7 +10,8 @@ use std::time::Duration;
 
 /// The COLL and Init lines NCCL 2.21 writes for 4 ranks on 2 hosts: tensor parallel
 /// inside a host (all_gather + reduce_scatter of bf16), data parallel across hosts
-/// (all_reduce of f32), 3 steps after a set-up broadcast on the world.
+/// (all_reduce of f32), 3 steps after a set-up broadcast on the world. Each call is
+/// its own launch: its communicator's opCount advances after it.
 fn dp_tp_log(dir: &Path) -> std::path::PathBuf {
     let mut s = String::new();
     for (g, host) in ["gpu-a", "gpu-a", "gpu-b", "gpu-b"].into_iter().enumerate() {
@@ -28,12 +29,12 @@ fn dp_tp_log(dir: &Path) -> std::path::PathBuf {
         );
         s += &format!("{pre} NCCL INFO Broadcast: opCount 0 sendbuff 0x7f0000 recvbuff 0x7f0000 count 4096 datatype 7 op 0 root 0 comm 0x55aa0001 [nranks=4] stream 0x5600\n");
         for step in 0..3 {
-            for (ptr, name, count, dt) in [
-                ("0x55aa0002", "AllGather", 65536, 9),
-                ("0x55aa0002", "ReduceScatter", 65536, 9),
-                ("0x55aa0003", "AllReduce", 262_144, 7),
+            for (ptr, name, count, dt, op) in [
+                ("0x55aa0002", "AllGather", 65536, 9, 2 * step),
+                ("0x55aa0002", "ReduceScatter", 65536, 9, 2 * step + 1),
+                ("0x55aa0003", "AllReduce", 262_144, 7, step),
             ] {
-                s += &format!("{pre} NCCL INFO {name}: opCount {step:x} sendbuff 0x7f0000 recvbuff 0x7f1000 count {count} datatype {dt} op 0 root 0 comm {ptr} [nranks=2] stream 0x5600\n");
+                s += &format!("{pre} NCCL INFO {name}: opCount {op:x} sendbuff 0x7f0000 recvbuff 0x7f1000 count {count} datatype {dt} op 0 root 0 comm {ptr} [nranks=2] stream 0x5600\n");
             }
         }
     }
@@ -738,6 +739,72 @@ fn a_pipeline_trace_replays_its_sends_and_receives_checked() {
             "{notes}"
         );
     }
+}
+
+/// Calls NCCL launched as one group print one opCount (2 ranks on 2 hosts, NCCL 2.21):
+/// a step of two f32 all_reduces in one group (DDP's coalesced buckets) and a lone
+/// broadcast. The group replays as one row, its two results checked, said in the notes
+/// (on MPI its calls run one after another).
+#[test]
+fn collectives_launched_as_one_nccl_group_replay_as_one_group() {
+    let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = String::new();
+    for (g, host) in ["gpu-a", "gpu-b"].into_iter().enumerate() {
+        let pre = format!("{host}:{}:{} [0]", 5000 + g, 5100 + g);
+        log += &format!("{pre} NCCL INFO comm 0x77aa0001 rank {g} nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 commId 0x3333 - Init COMPLETE\n");
+        for step in 0..4u32 {
+            for (name, count, op) in [
+                ("AllReduce", 65_536, 2 * step),
+                ("AllReduce", 16_384, 2 * step),
+                ("Broadcast", 4096, 2 * step + 1),
+            ] {
+                log += &format!("{pre} NCCL INFO {name}: opCount {op:x} sendbuff 0x7f0000 recvbuff 0x7f1000 count {count} datatype 7 op 0 root 0 comm 0x77aa0001 [nranks=2] stream 0x5600\n");
+            }
+        }
+    }
+    let trace = dir.path().join("grouped.log");
+    std::fs::write(&trace, log).unwrap();
+    let out = dir.path().join("out");
+    let r = replay(
+        2,
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--steps",
+            "3",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.all());
+    let j = read(&out.join("replay.json"));
+    assert_eq!(j["calls_per_step"], serde_json::json!([3, 3]), "{j}");
+    assert_eq!(j["wrong"], 0, "{j}");
+    let calls = j["calls"].as_array().unwrap();
+    let shown: Vec<(String, u64, u64)> = calls
+        .iter()
+        .map(|c| {
+            (
+                c["collective"].as_str().unwrap_or_default().to_string(),
+                c["bytes"].as_u64().unwrap_or(0),
+                c["group_of"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert!(
+        shown.contains(&("all_reduce".into(), (65_536 + 16_384) * 4, 2))
+            && shown.contains(&("broadcast".into(), 4096 * 4, 0))
+            && shown.len() == 2,
+        "{shown:?}"
+    );
+    let notes = j["notes"].to_string();
+    assert!(
+        notes.contains("2 group(s) of collectives the job launched together")
+            && notes.contains("one after another on this backend"),
+        "{notes}"
+    );
+    assert!(r.stdout.contains("all_reduce group of 2"), "{}", r.all());
 }
 
 const SIM: SimCluster = SimCluster {

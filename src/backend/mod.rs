@@ -474,6 +474,18 @@ pub trait Backend {
         recv: &mut Buffer,
         ctx: &WaitCtx,
     ) -> Result<f64>;
+    /// Collectives a job launched as one NCCL group, out of place, each on its own
+    /// buffers: their time together in seconds, waited for within `ctx.deadline`. The
+    /// default runs them one after another (the MPI backend: the sum of their times);
+    /// NCCL runs them in one `ncclGroupStart`/`ncclGroupEnd`.
+    fn run_colls(&self, calls: &mut [(&Call, &Buffer, &mut Buffer)], ctx: &WaitCtx) -> Result<f64> {
+        let mut total = 0.0;
+        for (call, send, recv) in calls.iter_mut() {
+            let bufs = Bufs::OutOfPlace { send, recv };
+            total += self.run_timed(call, bufs, 1, ctx)?.iter().sum::<f64>();
+        }
+        Ok(total)
+    }
     /// Versions and devices, for provenance ("Open MPI v4.1.4", "NCCL 2.28.9").
     fn describe(&self) -> String;
     /// The PCI bus id of this rank's GPU, when the backend runs on one (NVML finds

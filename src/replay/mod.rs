@@ -9,7 +9,9 @@
 //! ordered as in the trace). Calls are blocking, so calls of different communicators
 //! run in the trace's order on each rank; a rank's consecutive sends and receives on
 //! one communicator run as one group (one NCCL group, MPI requests waited for
-//! together), each message checked against the sender's pattern for it.
+//! together), each message checked against the sender's pattern for it; collectives
+//! the job launched as one NCCL group ([`trace::TraceCall::grouped`]) run as one group
+//! ([`Backend::run_colls`]).
 //!
 //! A trace of R ranks replays on k × R with `--grow` ([`scale`]): the job repeated k
 //! times, its data-parallel groups grown over the copies, the rest repeated per copy.
@@ -322,6 +324,9 @@ enum Work {
         p: Params,
         input: Pattern,
     },
+    /// Collectives NCCL launched as one group (one opCount, one coalesced entry),
+    /// each on its own buffers: run as one group.
+    Colls(Vec<Member>),
     /// A rank's consecutive sends and receives on one communicator, run as one group
     /// (bytes): what it sends, and what it must receive.
     Group {
@@ -329,6 +334,41 @@ enum Work {
         sent: Pattern,
         expected: Pattern,
     },
+}
+
+/// One collective of a group: the call, its parameters, its input and its buffers.
+struct Member {
+    call: Call,
+    p: Params,
+    input: Pattern,
+    send: backend::Buffer,
+    recv: backend::Buffer,
+}
+
+/// A step's replay items, as ranges of its calls: a rank's consecutive sends and
+/// receives on one communicator (one group), collectives NCCL launched as one group
+/// ([`TraceCall::grouped`]), or one collective.
+pub fn items(step: &[TraceCall]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < step.len() {
+        let x = &step[i];
+        let coll = |y: &TraceCall| matches!(y.op, Op::Coll(_));
+        let more = step[i + 1..]
+            .iter()
+            .take_while(|y| {
+                y.comm == x.comm
+                    && if coll(x) {
+                        y.grouped && coll(y)
+                    } else {
+                        !coll(y)
+                    }
+            })
+            .count();
+        out.push(i..i + 1 + more);
+        i += 1 + more;
+    }
+    out
 }
 
 /// One replayed item on this rank: its communicator's backend, the work, buffers, its
@@ -391,6 +431,21 @@ pub fn run(
         notes.push(format!(
             "send/recv: {} call(s) a step over all ranks, each rank's consecutive ones on a communicator run as one group (one NCCL group, or MPI requests waited for together), groups blocking in the trace's order",
             p2p_all.iter().sum::<usize>()
+        ));
+    }
+    let grouped = steps
+        .iter()
+        .flat_map(|s| items(s).into_iter().map(move |r| &s[r]))
+        .filter(|run| run.len() > 1 && matches!(run[0].op, Op::Coll(_)))
+        .count();
+    if grouped > 0 {
+        notes.push(format!(
+            "{grouped} group(s) of collectives the job launched together (one NCCL group: one opCount in its log, or one coalesced entry) over all ranks' step, each timed as one row: {}",
+            if kind == backend::BackendKind::Nccl {
+                "one ncclGroupStart/ncclGroupEnd each"
+            } else {
+                "their calls one after another on this backend (MPI has no group of collectives: the sum of their times, where NCCL may run them as one launch)"
+            }
         ));
     }
     let (keys, mut prepared) = prepare(world, &t, &steps[world.rank], &bes, &mut notes)?;
@@ -485,98 +540,147 @@ fn prepare(
     let mut keys: Vec<CallKey> = Vec::new();
     let mut out = Vec::new();
     let mut seq = P2pSeq::default();
-    let mut i = 0;
-    while i < step.len() {
-        let x = &step[i];
+    for range in items(step) {
+        let run = &step[range];
+        let x = &run[0];
         let Some(bi) = bes.iter().position(|(c, _)| *c == x.comm) else {
             anyhow::bail!("rank is not in communicator {}", t.comms[x.comm].id);
         };
-        let Op::Coll(kind) = x.op else {
-            // The run of sends and receives on this communicator, one group.
-            let run = step[i..]
-                .iter()
-                .take_while(|y| !matches!(y.op, Op::Coll(_)) && y.comm == x.comm)
-                .count();
-            for y in &step[i..i + run] {
-                if let Some(note) = &y.note {
-                    note_once(notes, note.clone());
-                }
+        let be = &*bes[bi].1;
+        for y in run {
+            if let Some(note) = &y.note {
+                note_once(notes, note.clone());
             }
-            let (key, g) = prepare_group(world, t, &step[i..i + run], bi, &*bes[bi].1, &mut seq)?;
+        }
+        if !matches!(x.op, Op::Coll(_)) {
+            let (key, g) = prepare_group(world, t, run, bi, be, &mut seq)?;
             out.push(Prepared {
                 key: key_index(&mut keys, key),
                 ..g
             });
-            i += run;
             continue;
-        };
-        i += 1;
-        let be = &*bes[bi].1;
-        let n = be.size();
-        let red = kind.reduces().then_some(x.red);
-        let (mut dtype, mut count, mut op) = (x.dtype, x.count, x.red);
-        if let Some(note) = &x.dtype_note {
-            note_once(notes, format!("{note} (the same bytes)"));
         }
-        if let Some(note) = &x.note {
-            note_once(notes, note.clone());
+        let mut members = Vec::new();
+        let mut key: Option<CallKey> = None;
+        for y in run {
+            let (k, m) = prepare_coll(world, t, y, be, notes)?;
+            key = Some(match key {
+                None => k,
+                Some(first) => CallKey {
+                    bytes: first.bytes + k.bytes,
+                    ..first
+                },
+            });
+            members.push(m);
         }
-        if !be.supports(dtype, red) {
-            // The same bytes in a type the backend has (timing, not the arithmetic).
-            note_once(
-                notes,
-                format!(
-                    "{dtype} {} as u8 on this backend (the same bytes)",
-                    op.name()
-                ),
+        let Some(mut key) = key else { continue };
+        let (what, work, send, recv) = if members.len() == 1 {
+            let m = members.remove(0);
+            let work = Work::Coll {
+                call: m.call,
+                p: m.p,
+                input: m.input,
+            };
+            (m.call.describe(), work, m.send, m.recv)
+        } else {
+            key.group_of = members.len();
+            let what = format!(
+                "a group of {} collectives ({}) on communicator {}",
+                members.len(),
+                members
+                    .iter()
+                    .map(|m| m.call.describe())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                t.comms[x.comm].id
             );
-            count *= dtype.size();
-            dtype = Dtype::U8;
-            op = RedOp::Sum;
-        }
-        let p = Params {
-            n,
-            count,
-            dtype,
-            op,
-            root: x.root.min(n - 1),
-        };
-        let call = Call {
-            kind,
-            dtype,
-            op,
-            root: p.root,
-            count,
-            in_place: false,
-        };
-        let coll = collective::get(kind);
-        let layout = coll.layout(&p);
-        let es = dtype.size();
-        let mut send = be.alloc(layout.send.max(1) * es)?;
-        let recv = be.alloc(layout.recv.max(1) * es)?;
-        let input = coll.input(&p, be.rank());
-        be.fill(&mut send, &input)?;
-        let key = CallKey {
-            comm: t.comms[x.comm].id.clone(),
-            ranks: n,
-            tier: tier_of(world, &t.comms[x.comm].members),
-            collective: kind,
-            dtype: x.dtype,
-            op: red,
-            bytes: x.bytes(),
-            source_us: None,
-            source_last_us: None,
+            (what, Work::Colls(members), be.alloc(1)?, be.alloc(1)?)
         };
         out.push(Prepared {
             be: bi,
-            what: call.describe(),
-            work: Work::Coll { call, p, input },
+            what,
+            work,
             send,
             recv,
             key: key_index(&mut keys, key),
         });
     }
     Ok((keys, out))
+}
+
+/// One collective: its call in a type the backend has, its buffers filled with its
+/// input, and its key.
+fn prepare_coll(
+    world: &World,
+    t: &Trace,
+    x: &TraceCall,
+    be: &dyn Backend,
+    notes: &mut Vec<String>,
+) -> Result<(CallKey, Member)> {
+    let Op::Coll(kind) = x.op else {
+        anyhow::bail!("a {} is not a collective", x.op.name());
+    };
+    let n = be.size();
+    let red = kind.reduces().then_some(x.red);
+    let (mut dtype, mut count, mut op) = (x.dtype, x.count, x.red);
+    if let Some(note) = &x.dtype_note {
+        note_once(notes, format!("{note} (the same bytes)"));
+    }
+    if !be.supports(dtype, red) {
+        // The same bytes in a type the backend has (timing, not the arithmetic).
+        note_once(
+            notes,
+            format!(
+                "{dtype} {} as u8 on this backend (the same bytes)",
+                op.name()
+            ),
+        );
+        count *= dtype.size();
+        dtype = Dtype::U8;
+        op = RedOp::Sum;
+    }
+    let p = Params {
+        n,
+        count,
+        dtype,
+        op,
+        root: x.root.min(n - 1),
+    };
+    let call = Call {
+        kind,
+        dtype,
+        op,
+        root: p.root,
+        count,
+        in_place: false,
+    };
+    let coll = collective::get(kind);
+    let layout = coll.layout(&p);
+    let es = dtype.size();
+    let mut send = be.alloc(layout.send.max(1) * es)?;
+    let recv = be.alloc(layout.recv.max(1) * es)?;
+    let input = coll.input(&p, be.rank());
+    be.fill(&mut send, &input)?;
+    let key = CallKey {
+        comm: t.comms[x.comm].id.clone(),
+        ranks: n,
+        tier: tier_of(world, &t.comms[x.comm].members),
+        collective: kind,
+        dtype: x.dtype,
+        op: red,
+        bytes: x.bytes(),
+        source_us: None,
+        source_last_us: None,
+        group_of: 0,
+    };
+    let m = Member {
+        call,
+        p,
+        input,
+        send,
+        recv,
+    };
+    Ok((key, m))
 }
 
 fn key_index(keys: &mut Vec<CallKey>, key: CallKey) -> usize {
@@ -667,6 +771,7 @@ fn prepare_group(
         bytes: s_off.max(r_off) as u64,
         source_us: None,
         source_last_us: None,
+        group_of: 0,
     };
     let what = format!(
         "a group of {} send(s) and {} receive(s) ({} B out, {} B in) on communicator {}",
@@ -757,7 +862,7 @@ fn time_steps(
         let t0 = Instant::now();
         for (i, x) in prepared.iter_mut().enumerate() {
             let be = &*bes[x.be].1;
-            let d = match &x.work {
+            let d = match &mut x.work {
                 Work::Coll { call, .. } => {
                     let bufs = Bufs::OutOfPlace {
                         send: &x.send,
@@ -769,6 +874,7 @@ fn time_steps(
                         .unwrap_or(0.0)
                 }
                 Work::Group { ops, .. } => be.run_group(ops, &x.send, &mut x.recv, &whats[i])?,
+                Work::Colls(members) => be.run_colls(&mut member_bufs(members), &whats[i])?,
             };
             if s >= args.warmup {
                 mine.calls[i].1.push(d);
@@ -781,11 +887,38 @@ fn time_steps(
     Ok(mine)
 }
 
+/// A group's calls with their buffers, as [`Backend::run_colls`] takes them.
+fn member_bufs(members: &mut [Member]) -> Vec<(&Call, &backend::Buffer, &mut backend::Buffer)> {
+    members
+        .iter_mut()
+        .map(
+            |Member {
+                 call, send, recv, ..
+             }| (&*call, &*send, recv),
+        )
+        .collect()
+}
+
 /// One call on its input into a poisoned output, compared with the expected result:
 /// wrong elements.
 fn check_one(be: &dyn Backend, x: &mut Prepared, ctx: &WaitCtx) -> Result<u64> {
-    let (call, p, input) = match &x.work {
-        Work::Coll { call, p, input } => (call, p, input),
+    let (call, p, input) = match &mut x.work {
+        Work::Coll { call, p, input } => (&*call, &*p, &*input),
+        Work::Colls(members) => {
+            for m in members.iter_mut() {
+                let recv_elems = collective::get(m.call.kind).layout(&m.p).recv;
+                let poison = Pattern::one(m.p, 0, recv_elems, Source::Poison);
+                be.fill(&mut m.recv, &poison)?;
+                be.fill(&mut m.send, &m.input)?;
+            }
+            be.run_colls(&mut member_bufs(members), ctx)?;
+            let mut wrong = 0;
+            for m in members.iter() {
+                let expected = collective::get(m.call.kind).expected(&m.p, be.rank(), false, 0);
+                wrong += be.check(&m.recv, &expected)?.wrong;
+            }
+            return Ok(wrong);
+        }
         Work::Group {
             ops,
             sent,
@@ -857,12 +990,17 @@ fn finish(
     for k in &mut keys {
         let mut v: Vec<f64> = steps
             .iter()
-            .flatten()
-            .filter(|x| {
+            .flat_map(|s| items(s).into_iter().map(move |r| &s[r]))
+            .filter(|run| {
+                let x = &run[0];
                 t.comms[x.comm].id == k.comm && matches!(x.op, Op::Coll(c) if c == k.collective)
             })
-            .filter(|x| x.bytes() == k.bytes && x.dtype == k.dtype)
-            .filter_map(|x| x.source_us)
+            .filter(|run| {
+                let bytes: u64 = run.iter().map(TraceCall::bytes).sum();
+                let group_of = if run.len() > 1 { run.len() } else { 0 };
+                bytes == k.bytes && run[0].dtype == k.dtype && group_of == k.group_of
+            })
+            .filter_map(|run| run.iter().map(|x| x.source_us).sum::<Option<f64>>())
             .collect();
         v.retain(|s| s.is_finite());
         k.source_us = (!v.is_empty()).then(|| crate::stats::median(&v));
@@ -944,6 +1082,7 @@ fn apply_baseline(
                 && c.collective == k.collective
                 && c.bytes == k.bytes
                 && c.dtype == k.dtype
+                && c.group_of == k.group_of
         });
         k.source_us = same.map(|c| c.time_us);
         k.source_last_us = same.map(|c| c.last_us).filter(|t| *t > 0.0);
@@ -1002,7 +1141,7 @@ fn print_report(r: &ReplayReport) {
             c.comm,
             c.ranks,
             c.tier,
-            c.collective.name(),
+            c.label(),
             crate::units::Bytes(c.bytes).to_string(),
             c.dtype.to_string(),
             c.per_step,
@@ -1039,6 +1178,7 @@ mod tests {
             red: RedOp::Sum,
             root: 0,
             source_us: None,
+            grouped: false,
         }
     }
 
@@ -1088,6 +1228,29 @@ mod tests {
         assert!(
             e.contains("communicator w: rank 0 makes 2") && e.contains("--step-calls"),
             "{e}"
+        );
+    }
+
+    /// A step's items: sends and receives on one communicator together, a group of
+    /// collectives together, anything else alone.
+    #[test]
+    fn a_step_is_cut_into_groups_of_sends_and_receives_groups_of_collectives_and_calls() {
+        let g = |c: TraceCall| TraceCall { grouped: true, ..c };
+        let step = vec![
+            call(0, 8),
+            g(call(0, 8)),
+            g(call(0, 16)),
+            g(call(1, 4)),
+            p2p(0, Op::Send, 1, 4),
+            p2p(0, Op::Recv, 1, 4),
+            p2p(1, Op::Send, 1, 4),
+            call(0, 2),
+            g(p2p(0, Op::Send, 1, 4)),
+            g(call(0, 2)),
+        ];
+        assert_eq!(
+            items(&step),
+            vec![0..3, 3..4, 4..6, 6..7, 7..8, 8..9, 9..10]
         );
     }
 

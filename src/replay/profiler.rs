@@ -403,6 +403,7 @@ fn place_rank(t: &mut Trace, rank: usize, f: RankFile, names: &[String]) {
             red: RedOp::Sum,
             root,
             source_us: r.source_us,
+            grouped: false,
         });
     }
     for (number, from, to) in f.steps {

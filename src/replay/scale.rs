@@ -259,6 +259,7 @@ mod tests {
             red: RedOp::Sum,
             root: 0,
             source_us: Some(10.0),
+            grouped: false,
         }
     }
 

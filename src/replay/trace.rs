@@ -85,6 +85,11 @@ pub struct TraceCall {
     /// The call's time on the source cluster, when the trace has it (µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_us: Option<f64>,
+    /// Launched in one NCCL group with the call before it on this rank (a collective
+    /// on the same communicator): NCCL logs print one opCount for a group's calls,
+    /// Flight Recorder one entry for a coalesced call's tensors. Replayed as one group.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grouped: bool,
 }
 
 impl TraceCall {
@@ -649,17 +654,46 @@ fn resolve(t: &mut Trace, ends: Vec<End>) {
     let ranks = t.ranks;
     let (comm_rank, seq_calls) = comms_of(t, &ends, &groups, &global);
     t.calls = vec![Vec::new(); ranks];
+    let moves: Vec<bool> = ends.iter().map(advances).collect();
     for (g, mut order) in seq_calls.into_iter().enumerate() {
         order.sort_unstable();
+        let mut before: Option<(usize, usize)> = None;
         for (_, e, c) in order {
             let comm = group_of[e].unwrap_or(0);
             let r = &ends[e].calls[c];
             match to_calls(r, comm, &t.comms[comm].members, comm_rank[&e]) {
-                Ok(calls) => t.calls[g].extend(calls),
+                Ok(mut calls) => {
+                    let prev = before.filter(|b| *b == (e, c.wrapping_sub(1)));
+                    let one_group =
+                        prev.is_some_and(|(_, p)| moves[e] && same_launch(&ends[e].calls[p], r));
+                    if let [x] = calls.as_mut_slice() {
+                        x.grouped = one_group && matches!(x.op, Op::Coll(_));
+                    }
+                    t.calls[g].extend(calls);
+                }
                 Err(w) => t.problem(w),
             }
+            before = Some((e, c));
         }
     }
+}
+
+/// Whether an end's opCount takes more than one value: then calls that share one were
+/// launched together (one NCCL group; NCCL advances it once per launched plan).
+fn advances(e: &End) -> bool {
+    let mut ops = e
+        .calls
+        .iter()
+        .filter(|c| c.agreed().is_some())
+        .map(|c| c.op_count);
+    ops.next().is_some_and(|first| ops.any(|o| o != first))
+}
+
+/// Two consecutive calls of one end launched in one NCCL group: both collectives NCCL
+/// runs as one (not sends, receives, gathers or scatters) at the same opCount.
+fn same_launch(a: &RawCall, b: &RawCall) -> bool {
+    let coll = |c: &RawCall| matches!(c.op, RawOp::Op(Op::Coll(_)));
+    coll(a) && coll(b) && a.op_count == b.op_count
 }
 
 /// The ends in communicators (end indices per group) and each end's group.
@@ -1019,6 +1053,7 @@ fn to_calls(
         red,
         root,
         source_us: None,
+        grouped: false,
     };
     Ok(match r.op {
         RawOp::Op(
@@ -1268,6 +1303,7 @@ fn place_items(t: &mut Trace, items: Vec<Vec<FrItem>>) {
                         red: RedOp::Sum,
                         root: peer,
                         source_us: source_us.map(|s| s * share),
+                        grouped: false,
                     };
                     if me == root {
                         let peers: Vec<usize> = (0..members.len()).filter(|p| *p != root).collect();
@@ -1341,6 +1377,7 @@ fn fr_call(
         red: RedOp::Sum,
         root,
         source_us: None,
+        grouped: false,
     };
     const NO_OP: &str = "Flight Recorder records no reduction op: replayed as sum";
     let mut out: Vec<TraceCall> = match op {
@@ -1410,6 +1447,12 @@ fn fr_call(
         let total: usize = out.iter().map(|c| c.count).sum::<usize>().max(1);
         for c in &mut out {
             c.source_us = Some(s * c.count as f64 / total as f64);
+        }
+    }
+    // A coalesced entry's collectives are one NCCL group (PyTorch's *_coalesced).
+    if out.iter().all(|c| matches!(c.op, Op::Coll(_))) {
+        for c in out.iter_mut().skip(1) {
+            c.grouped = true;
         }
     }
     Ok(out.into_iter().map(FrItem::Call).collect())
@@ -1814,6 +1857,8 @@ mod tests {
             assert_eq!(t.problems, Vec::<String>::new(), "{name}");
             assert_eq!(t.warnings, Vec::<String>::new(), "{name}");
             assert_eq!(t.ranks, 4, "{name}");
+            // Every call its own launch (opCount advances, or never moves): no group.
+            assert!(t.calls.iter().flatten().all(|c| !c.grouped), "{name}");
             let hosts: Vec<Option<&str>> = t.hosts.iter().map(|h| h.as_deref()).collect();
             assert_eq!(
                 hosts,
@@ -1941,6 +1986,51 @@ mod tests {
             // The step is the four calls, not the last two 1-element all_reduces.
             assert_eq!(step_period(calls), Some(4));
         }
+    }
+
+    /// Calls NCCL launched as one group print one opCount, which advances between
+    /// launches: a step of two groups (3 reduce_scatters, then 2 all_reduces) and a
+    /// lone broadcast, over two hosts. A communicator whose opCount never moves (NCCL
+    /// 2.27+, intra-node) tells no group.
+    #[test]
+    fn calls_that_share_an_opcount_are_one_group() {
+        let mut s = String::new();
+        let mut op = 0;
+        for _ in 0..3 {
+            for (name, count, next) in [
+                ("ReduceScatter", 256, false),
+                ("ReduceScatter", 512, false),
+                ("ReduceScatter", 256, true),
+                ("AllReduce", 1024, false),
+                ("AllReduce", 2048, true),
+                ("Broadcast", 64, true),
+            ] {
+                for (host, ptr) in [("a", "0xa1"), ("b", "0xb2")] {
+                    s += &line(host, 11, name, op, count, ptr, 2);
+                }
+                op += u64::from(next);
+            }
+        }
+        let t = parse_nccl(&[("g.log", &s)]);
+        assert_eq!(t.problems, Vec::<String>::new());
+        assert_eq!((t.ranks, t.comms.len()), (2, 1), "{t:?}");
+        for calls in &t.calls {
+            let grouped: Vec<bool> = calls.iter().map(|c| c.grouped).collect();
+            assert_eq!(grouped, [false, true, true, false, true, false].repeat(3));
+            assert_eq!(step_period(calls), Some(6));
+        }
+        // The same calls at opCount 0 throughout: no group can be told.
+        let flat = s
+            .lines()
+            .map(|l| {
+                let (a, b) = l.split_once("opCount ").unwrap_or((l, ""));
+                let rest = b.split_once(' ').map_or("", |x| x.1);
+                format!("{a}opCount 0 {rest}\n")
+            })
+            .collect::<String>();
+        let t = parse_nccl(&[("flat.log", &flat)]);
+        assert_eq!(t.calls[0].len(), 18);
+        assert!(t.calls.iter().flatten().all(|c| !c.grouped));
     }
 
     /// A rank whose dump lost its last call (still in flight when it was written: a
@@ -2092,8 +2182,13 @@ mod tests {
                 ("recv", 8, 0),
             ]
         );
-        // The coalesced entry's 2 ms over its two tensors, by bytes.
+        // The coalesced entry's 2 ms over its two tensors, by bytes; its tensors are
+        // one NCCL group, the sends and receives not.
         assert!((t.calls[0][0].source_us.unwrap() - 1000.0).abs() < 1e-9);
+        for calls in &t.calls {
+            let grouped: Vec<bool> = calls.iter().map(|c| c.grouped).collect();
+            assert_eq!(grouped, [false, true, false, false, false, false]);
+        }
     }
 
     /// A real Flight Recorder dump, recorded here from a torch.distributed job on

@@ -125,7 +125,7 @@ fn calls_table(d: &mut Doc, r: &ReplayReport, points: &[Point]) {
                 c.comm.clone(),
                 c.ranks.to_string(),
                 c.tier.clone(),
-                c.collective.name().to_string(),
+                c.label(),
                 human_bytes(c.bytes),
                 c.dtype.to_string(),
                 c.per_step.to_string(),
@@ -225,6 +225,7 @@ mod tests {
             source_us: None,
             source_last_us: None,
             slowdown: None,
+            group_of: 0,
         }
     }
 

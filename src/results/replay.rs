@@ -13,6 +13,10 @@ use serde::{Deserialize, Serialize};
 
 pub const SCHEMA_VERSION: u32 = 1;
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// One distinct call of the step (on one communicator), over all its ranks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ReplayCall {
@@ -53,6 +57,22 @@ pub struct ReplayCall {
     /// last_us / source_last_us with a `--baseline`, else time_us / source_us.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slowdown: Option<f64>,
+    /// Collectives NCCL launched as one group (one opCount in its log, one coalesced
+    /// Flight Recorder entry), replayed as one group and timed together: how many (0:
+    /// a call alone). `collective`, `dtype` and `op` are its first call's, `bytes` the
+    /// group's sum, and `busbw_gbps` reads the sum as one `collective`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub group_of: usize,
+}
+
+impl ReplayCall {
+    /// Its collective, or its group ("all_reduce group of 3": its first call's).
+    pub fn label(&self) -> String {
+        match self.group_of {
+            0 => self.collective.name().to_string(),
+            n => format!("{} group of {n}", self.collective.name()),
+        }
+    }
 }
 
 /// One call of the timeline's step.
@@ -162,6 +182,9 @@ pub struct CallKey {
     pub bytes: u64,
     pub source_us: Option<f64>,
     pub source_last_us: Option<f64>,
+    /// Collectives of one NCCL group timed together (0: a call alone).
+    #[serde(default)]
+    pub group_of: usize,
 }
 
 /// The step's time summary and the per-call table from every rank's times.
@@ -223,6 +246,7 @@ pub fn analyze(keys: &[CallKey], ranks: &[RankTimes]) -> (TimeStats, Vec<ReplayC
             share,
             source_us: key.source_us,
             source_last_us: key.source_last_us,
+            group_of: key.group_of,
             // The call's own cost against the source's, when both are known; else
             // the slowest rank's times.
             slowdown: match key.source_last_us.filter(|s| *s > 0.0) {
@@ -286,7 +310,7 @@ pub fn worst_call(r: &ReplayReport) -> Option<String> {
         .map(|(c, added)| {
             format!(
                 "{} {} on {} ({} ranks, {}), {:.2}x, +{:.0} us a step",
-                c.collective,
+                c.label(),
                 crate::units::Bytes(c.bytes),
                 c.comm,
                 c.ranks,
@@ -356,6 +380,7 @@ mod tests {
             bytes,
             source_us: source,
             source_last_us: None,
+            group_of: 0,
         }
     }
 

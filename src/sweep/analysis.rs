@@ -125,7 +125,17 @@ pub fn analyze(
             }
         } else {
             if let Some(f) = &rules.fabric {
-                judge_by_fabric_class(&mut groups, f, outlier_fraction);
+                let lone = judge_by_fabric_class(&mut groups, f, outlier_fraction);
+                if !lone.is_empty() {
+                    a.findings.push(Finding {
+                        severity: "info".into(),
+                        subject: format!("tier {tier}"),
+                        text: format!(
+                            "tier {tier} {coll}: {} alone in its fabric class, not judged as an outlier (no group of its class to compare with; the card's expectation for the tier still applies)",
+                            lone.join(", ")
+                        ),
+                    });
+                }
             }
             outlier_findings(&mut a, tier, coll, &groups, rules.fabric.is_some());
         }
@@ -239,7 +249,14 @@ fn fabric_class(f: &Fabric, hosts: &[String]) -> Vec<usize> {
 /// the median of the groups of its fabric class ([`fabric_class`]), the two-group rule
 /// within a class of two, and a group alone in its class is not judged (nothing the
 /// fabric lets run alike was measured beside it).
-fn judge_by_fabric_class(groups: &mut [GroupResult], f: &Fabric, outlier_fraction: f64) {
+///
+/// Returns the groups left unjudged: alone in their class in a tier of several groups
+/// (the flat rule would have compared them; no group of their class can).
+fn judge_by_fabric_class(
+    groups: &mut [GroupResult],
+    f: &Fabric,
+    outlier_fraction: f64,
+) -> Vec<String> {
     let mut classes: BTreeMap<Vec<usize>, Vec<usize>> = BTreeMap::new();
     for (i, g) in groups.iter().enumerate() {
         classes
@@ -261,6 +278,11 @@ fn judge_by_fabric_class(groups: &mut [GroupResult], f: &Fabric, outlier_fractio
             };
         }
     }
+    let lone = classes.values().filter(|m| m.len() == 1).map(|m| m[0]);
+    if groups.len() < 2 {
+        return Vec::new();
+    }
+    lone.map(|i| groups[i].label.clone()).collect()
 }
 
 /// The slowest group's busbw (infinite when there is none).
@@ -1317,6 +1339,14 @@ mod tests {
         assert!(a.pass && fails(&a).is_empty(), "{:?}", a.findings);
         let t = &a.tiers[0];
         assert!(t.groups.iter().all(|g| !g.outlier && g.vs_median == 1.0));
+        // Each alone in its class: said, not passed over in silence.
+        let lone = a.findings.iter().find(|f| f.severity == "info").unwrap();
+        assert!(
+            lone.text
+                .contains("rail 0, rail 1 alone in its fabric class, not judged"),
+            "{}",
+            lone.text
+        );
 
         // Three groups of one class (one node under each leaf): the slow one is named,
         // against its class; the lone group of another class is not judged.
@@ -1328,6 +1358,16 @@ mod tests {
         ]);
         let a = analyze(&pts, None, &rules, &hosts(7));
         assert_eq!(fails(&a), ["rail 1"]);
+        let lone: Vec<&str> = a
+            .findings
+            .iter()
+            .filter(|f| f.severity == "info")
+            .map(|f| f.text.as_str())
+            .collect();
+        assert!(
+            lone.len() == 1 && lone[0].contains(": rail 3 alone in its fabric class"),
+            "{lone:?}"
+        );
         let f = a.findings.iter().find(|f| f.subject == "rail 1").unwrap();
         assert!(
             f.text

@@ -959,6 +959,53 @@ impl Backend for NcclBackend {
             .map_err(|e| cuda_error("reading a timing event", e))?;
         Ok(f64::from(ms) / 1e3)
     }
+    fn run_colls(&self, calls: &mut [(&Call, &Buffer, &mut Buffer)], ctx: &WaitCtx) -> Result<f64> {
+        self.alive(&ctx.what)?;
+        self.device.bind()?;
+        let mut ptrs = Vec::with_capacity(calls.len());
+        for (call, send, recv) in calls.iter_mut() {
+            if call.root >= self.size {
+                bail!(
+                    "{}: root {} is not a rank of this {}-rank group",
+                    ctx.what,
+                    call.root,
+                    self.size
+                );
+            }
+            let bufs = Bufs::OutOfPlace { send, recv };
+            ptrs.push(self.plan_ptrs(call, &bufs)?);
+        }
+        self.ensure_events(2)?;
+        let events = self.events.borrow();
+        let since = Instant::now();
+        let _guard = self.watchdog.arm(&ctx.what, ctx.deadline + BACKSTOP);
+        // SAFETY: events[0..2] exist (ensure_events) and live until Drop.
+        unsafe { self.device.record(events[0]) }
+            .map_err(|e| cuda_error("recording a timing event", e))?;
+        // SAFETY: opens a group, closed below on every path.
+        let rc = unsafe { (self.lib.group_start)() };
+        if rc != NCCL_SUCCESS {
+            return Err(self.fail(&ctx.what, since, Failure::Nccl(rc)));
+        }
+        // plan_ptrs checked each call's buffers, as run_timed does; a call that fails
+        // stops the rest, and the group is closed either way.
+        let launched: Result<()> = calls
+            .iter()
+            .zip(&ptrs)
+            .try_for_each(|((call, _, _), p)| self.launch(call, *p, ctx, since));
+        // SAFETY: closes the group opened above.
+        let end = unsafe { (self.lib.group_end)() };
+        launched?;
+        self.queued(end, &ctx.what, ctx, since)?;
+        // SAFETY: as above.
+        unsafe { self.device.record(events[1]) }
+            .map_err(|e| cuda_error("recording a timing event", e))?;
+        self.wait(Until::StreamIdle, &ctx.what, ctx.deadline, since)?;
+        // SAFETY: both events were recorded on this stream and the stream is idle.
+        let ms = unsafe { self.device.elapsed_ms(events[0], events[1]) }
+            .map_err(|e| cuda_error("reading a timing event", e))?;
+        Ok(f64::from(ms) / 1e3)
+    }
     fn describe(&self) -> String {
         let g = &self.device.info;
         format!(
