@@ -457,6 +457,40 @@ fn a_crashing_or_hanging_phase_fails_its_criteria_and_the_report_is_still_writte
         "{}",
         r.stdout
     );
+    // The verdict for CI dashboards: each criterion a case, the same counts, and the
+    // JUnit file valid against the format's schema.
+    let crit = acc["criteria"].as_array().unwrap();
+    let of = |s: &str| crit.iter().filter(|c| c["status"] == s).count();
+    let ctrf = read_json(&out.join("verdict.ctrf.json"));
+    let sum = &ctrf["results"]["summary"];
+    assert_eq!(
+        (
+            sum["tests"].as_u64(),
+            sum["failed"].as_u64(),
+            sum["skipped"].as_u64()
+        ),
+        (
+            Some(crit.len() as u64),
+            Some(of("fail") as u64),
+            Some(of("not_run") as u64)
+        ),
+        "{ctrf:#}"
+    );
+    assert!(of("fail") > 0);
+    let junit = out.join("verdict.junit.xml");
+    let x = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(x.matches("<testcase ").count(), crit.len(), "{x}");
+    assert_eq!(x.matches("<failure ").count(), of("fail"), "{x}");
+    let v = Command::new("xmllint")
+        .args([
+            "--noout",
+            "--schema",
+            s(&root().join("tests/fixtures/ci/junit.xsd")),
+        ])
+        .arg(&junit)
+        .output()
+        .expect("xmllint (libxml2-utils, installed by launch/setup)");
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
 
     // A job that hangs is ended at its bound, with its children.
     let card = write_card(
@@ -689,6 +723,29 @@ fn sim_cluster_acceptance_fails_naming_node3_passes_when_healthy_and_compares() 
     assert!(md.contains("node3 (outlier)"), "{md}");
     assert!(md.contains("suspect node3's link"), "{md}");
     assert!(shaped.join("report.html").is_file());
+    // The next job's files leave node3 out and say why; the other three stay.
+    let good = std::fs::read_to_string(shaped.join("hosts.good")).unwrap();
+    let kept: Vec<&str> = good
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let mut sorted = kept.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["node0", "node1", "node2"], "{good}");
+    assert!(
+        good.lines().skip(1).all(|l| l.ends_with(" slots=2")),
+        "{good}"
+    );
+    let next = std::fs::read_to_string(shaped.join("next-job.txt")).unwrap();
+    assert!(
+        next.contains("sbatch --exclude=node3\n") && next.contains("# node3 is out: node3:"),
+        "{next}"
+    );
+    assert!(
+        md.contains("## Next job") && md.contains("node3 is out"),
+        "{md}"
+    );
 
     // 2. The same cluster without the shaping, every phase: PASS, exit 0.
     assert!(SIM.start(&["--rate", "2gbit"]));

@@ -134,6 +134,9 @@ pub fn build(data: &RunData, criteria: &[Criterion], charts: bool) -> Doc {
         d.h(2, "Cost");
         cost_section(&mut d, data, spec);
     }
+    if let Some(p) = super::next_job::plan(data) {
+        super::next_job::section(&mut d, &p);
+    }
     notes_section(&mut d, data);
     d
 }

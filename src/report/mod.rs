@@ -16,6 +16,7 @@
 //! - `compare`: two folders side by side;
 //! - `table`: aligned text tables for the terminal.
 pub mod charts;
+pub mod ci;
 pub mod compare;
 pub mod cost;
 mod criteria;
@@ -25,6 +26,7 @@ pub mod fabric;
 pub mod gpu;
 pub mod html;
 pub mod markdown;
+pub mod next_job;
 pub mod replay;
 pub mod soak;
 pub mod text;
@@ -157,6 +159,33 @@ pub fn render_dir(dir: &Path, out: &Path) -> Result<Rendered> {
     let html_path = out.join("report.html");
     crate::results::write_atomic(&markdown, md.as_bytes())?;
     crate::results::write_atomic(&html_path, html.as_bytes())?;
+    // The next job's nodes: a hostfile in ring order and Slurm's forms.
+    if let Some(p) = next_job::plan(&data) {
+        crate::results::write_atomic(&out.join("hosts.good"), next_job::hostfile(&p).as_bytes())?;
+        crate::results::write_atomic(&out.join("next-job.txt"), next_job::text(&p).as_bytes())?;
+    }
+    // The verdict for CI dashboards: JUnit XML and CTRF JSON.
+    let run = match &data.acceptance {
+        Some(a) => ci::RunInfo {
+            name: a.card_path.clone(),
+            started_unix: Some(a.started_unix),
+            finished_unix: a.finished_unix,
+            version: a.burnin_version.clone(),
+        },
+        None => ci::RunInfo {
+            name: dir.display().to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            ..ci::RunInfo::default()
+        },
+    };
+    crate::results::write_atomic(
+        &out.join("verdict.junit.xml"),
+        ci::junit(&criteria, &run).as_bytes(),
+    )?;
+    crate::results::write_atomic(
+        &out.join("verdict.ctrf.json"),
+        &serde_json::to_vec_pretty(&ci::ctrf(&criteria, &run))?,
+    )?;
     Ok(Rendered {
         criteria,
         markdown,
