@@ -27,23 +27,17 @@ impl RunInfo {
     }
 }
 
-/// Text safe in an XML attribute or element (the five predefined entities; control
-/// characters XML 1.0 forbids become spaces).
+/// Text safe in an XML attribute or element: the report's HTML escape (the five
+/// predefined entities), and the control characters XML 1.0 forbids as spaces.
 fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 => out.push(' '),
-            c => out.push(c),
-        }
-    }
-    out
+    super::html::escape(s)
+        .chars()
+        .map(|c| match c {
+            '\t' | '\n' | '\r' => c,
+            c if (c as u32) < 0x20 => ' ',
+            c => c,
+        })
+        .collect()
 }
 
 /// What a failed or skipped case says in one line: measured against the bar, and why.

@@ -24,6 +24,9 @@ pub struct NextJob {
     pub ring: Vec<String>,
     /// How the ring was ordered, and its slowest measured link.
     pub ring_note: String,
+    /// What was named or left open without leaving a node out: slow links, uplinks,
+    /// groups the search could not split. The kept nodes are not all cleared.
+    pub doubts: Vec<String>,
 }
 
 /// The plan from a results folder's sweep (or soak): None when neither recorded the
@@ -56,10 +59,30 @@ pub fn plan(data: &RunData) -> Option<NextJob> {
             );
         why.entry(host.clone()).or_insert(said);
     }
+    let mut doubts: Vec<String> = a
+        .findings
+        .iter()
+        .filter(|f| f.severity == "fail" && (f.subject.contains('+') || f.subject.contains('↔')))
+        .map(|f| format!("{} (its nodes are kept)", f.text))
+        .collect();
     if let Some(fs) = &rep.find_slow {
         for host in &fs.slow_nodes {
             why.entry(host.clone())
                 .or_insert_with(|| format!("{host}: named a slow node by --find-slow"));
+        }
+        for (x, y) in &fs.slow_links {
+            doubts.push(format!(
+                "{x}+{y}: a slow link by --find-slow (both nodes kept)"
+            ));
+        }
+        for u in &fs.slow_uplinks {
+            doubts.push(format!("{}: a slow uplink by --find-slow", u.join(" ")));
+        }
+        for g in &fs.unresolved {
+            doubts.push(format!(
+                "{}: slow together, not split further by --find-slow (kept, not cleared)",
+                g.join("+")
+            ));
         }
     }
     let excluded: Vec<(String, String)> = nodes
@@ -83,6 +106,7 @@ pub fn plan(data: &RunData) -> Option<NextJob> {
         excluded,
         ring,
         ring_note,
+        doubts,
     })
 }
 
@@ -299,6 +323,9 @@ pub fn text(p: &NextJob) -> String {
         }
     }
     s.push_str(&format!("# ring: {}\n", p.ring_note));
+    for d in &p.doubts {
+        s.push_str(&format!("# kept, not cleared: {d}\n"));
+    }
     s
 }
 
@@ -323,6 +350,9 @@ pub fn section(d: &mut Doc, p: &NextJob) {
         for (h, why) in &p.excluded {
             items.push(format!("{h} is out: {why}"));
         }
+    }
+    for doubt in &p.doubts {
+        items.push(format!("kept, not cleared: {doubt}"));
     }
     d.list(items);
 }
@@ -403,6 +433,7 @@ mod tests {
             excluded: vec![("node2".into(), "node2: every pair runs at 0.25x".into())],
             ring: names(&["node1", "node0"]),
             ring_note: "fewer than 3 nodes: any order is the ring".into(),
+            doubts: Vec::new(),
         };
         assert_eq!(
             hostfile(&p),
